@@ -1,0 +1,23 @@
+//! Pure domain types shared by every part of kproxy.
+//!
+//! This crate owns the vocabulary of the data flow (`ServicePortName`,
+//! `Frontend`, `Endpoint`, `ServicePort`, `ProxyState`, `Changes`). It does
+//! no I/O, reads no clock and knows nothing about Kubernetes' wire types:
+//! `kproxy-state` converts those into these.
+
+mod changes;
+mod endpoint;
+mod frontend;
+mod name;
+mod protocol;
+mod service_port;
+mod state;
+
+pub use changes::{Changes, StaleUdpEndpoint};
+pub use endpoint::Endpoint;
+pub use frontend::{Frontend, FrontendKind};
+pub use ipnet::IpNet;
+pub use name::{ServiceName, ServicePortName};
+pub use protocol::{IpFamily, Protocol};
+pub use service_port::{ServicePort, SessionAffinity, TrafficPolicy};
+pub use state::{FamilyState, NodeState, ProxyState};

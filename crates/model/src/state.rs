@@ -1,0 +1,88 @@
+//! The node's whole desired state: what every dataplane programs.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use imbl::OrdMap;
+use ipnet::IpNet;
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
+
+use crate::{IpFamily, ServicePort, ServicePortName};
+
+/// This node as the proxy sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeState {
+    pub name: String,
+    /// `topology.kubernetes.io/zone`, used for topology hints.
+    pub zone: Option<String>,
+    /// The addresses node ports are served on, after `nodePortAddresses`.
+    pub node_port_addresses: Vec<IpAddr>,
+    /// False while the Node is being deleted or carries the
+    /// `ToBeDeletedByClusterAutoscaler` taint: `/healthz` then fails so
+    /// load balancers drain this node.
+    pub eligible: bool,
+}
+
+/// The state of one IP family.
+///
+/// Service ports live in a persistent map: cloning a `FamilyState` is O(1)
+/// and shares structure, so a dataplane can keep the state it last applied
+/// next to the new one without copying 100k services per sync.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FamilyState {
+    /// Addresses the cluster allocates service IPs from; an address in here
+    /// that no service owns is dropped.
+    pub service_cidrs: Vec<IpNet>,
+    #[serde(serialize_with = "values_in_order")]
+    pub service_ports: OrdMap<ServicePortName, Arc<ServicePort>>,
+}
+
+/// What one node should program.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyState {
+    pub node: NodeState,
+    pub ipv4: FamilyState,
+    pub ipv6: FamilyState,
+}
+
+impl ProxyState {
+    pub fn family(&self, family: IpFamily) -> &FamilyState {
+        match family {
+            IpFamily::V4 => &self.ipv4,
+            IpFamily::V6 => &self.ipv6,
+        }
+    }
+
+    pub fn family_mut(&mut self, family: IpFamily) -> &mut FamilyState {
+        match family {
+            IpFamily::V4 => &mut self.ipv4,
+            IpFamily::V6 => &mut self.ipv6,
+        }
+    }
+
+    pub fn service_port(&self, family: IpFamily, name: &ServicePortName) -> Option<&ServicePort> {
+        self.family(family).service_ports.get(name).map(Arc::as_ref)
+    }
+
+    /// Every service port of both families, IPv4 first, each in name order.
+    pub fn service_ports(&self) -> impl Iterator<Item = &ServicePort> + '_ {
+        IpFamily::ALL.into_iter().flat_map(|f| self.family(f).service_ports.values().map(Arc::as_ref))
+    }
+}
+
+/// Service ports serialise as a list (the name is inside each entry): JSON
+/// object keys must be strings and the list reads better anyway.
+fn values_in_order<S: Serializer>(
+    map: &OrdMap<ServicePortName, Arc<ServicePort>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut seq = serializer.serialize_seq(Some(map.len()))?;
+    for port in map.values() {
+        seq.serialize_element(port.as_ref())?;
+    }
+    seq.end()
+}

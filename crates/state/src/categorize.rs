@@ -1,0 +1,118 @@
+//! Choosing endpoints: the one function every dataplane's endpoint sets
+//! come from (SEMANTICS.md, "Choosing endpoints"; upstream `topology.go`).
+
+use std::net::IpAddr;
+
+use kproxy_model::Endpoint;
+
+use crate::info::Hints;
+
+/// An endpoint of one service port, before categorisation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+    pub node_name: Option<String>,
+    pub hints: Option<Hints>,
+}
+
+/// Where this proxy runs, as far as choosing endpoints goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Locality<'a> {
+    pub node_name: &'a str,
+    pub zone: Option<&'a str>,
+}
+
+/// The two endpoint sets of a service port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointSets {
+    /// Usable from anywhere: ready ones (restricted by topology hints when
+    /// they apply), else serving-and-terminating ones.
+    pub cluster: Vec<Endpoint>,
+    /// Usable on this node: ready local ones, else serving-and-terminating
+    /// local ones. Topology never applies here.
+    pub local: Vec<Endpoint>,
+}
+
+/// Which topology hints restrict the cluster set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Topology {
+    Ignore,
+    SameNode,
+    SameZone,
+}
+
+/// Splits `candidates` into the cluster and local sets for this node.
+pub fn categorize(candidates: &[Candidate], here: Locality<'_>) -> EndpointSets {
+    let is_local = |c: &Candidate| c.node_name.as_deref() == Some(here.node_name);
+    let fallback = |c: &Candidate| c.serving && c.terminating;
+
+    let topology = topology(candidates, here);
+    let mut cluster = select(candidates, |c| c.ready && available(c, topology, here));
+    if cluster.is_empty() {
+        // KEP-1669: rather than fail, use endpoints that are shutting down
+        // but still serve. Topology is ignored for this fallback.
+        cluster = select(candidates, fallback);
+    }
+    let mut local = select(candidates, |c| is_local(c) && c.ready);
+    if local.is_empty() {
+        local = select(candidates, |c| is_local(c) && fallback(c));
+    }
+    let endpoint = |c: &Candidate| Endpoint {
+        ip: c.ip,
+        port: c.port,
+        ready: c.ready,
+        serving: c.serving,
+        terminating: c.terminating,
+        local: is_local(c),
+    };
+    EndpointSets {
+        cluster: cluster.into_iter().map(endpoint).collect(),
+        local: local.into_iter().map(endpoint).collect(),
+    }
+}
+
+fn select(candidates: &[Candidate], keep: impl Fn(&Candidate) -> bool) -> Vec<&Candidate> {
+    candidates.iter().filter(|c| keep(c)).collect()
+}
+
+/// Hints apply only when every ready endpoint carries one and some hint
+/// names this node (preferred) or this node's zone; one ready endpoint
+/// without hints turns them off for the whole service port.
+fn topology(candidates: &[Candidate], here: Locality<'_>) -> Topology {
+    let ready: Vec<&Candidate> = candidates.iter().filter(|c| c.ready).collect();
+    if ready.is_empty() {
+        return Topology::Ignore;
+    }
+    fn node_hints(c: &Candidate) -> &[String] {
+        c.hints.as_ref().map_or(&[], |h| &h.for_nodes)
+    }
+    fn zone_hints(c: &Candidate) -> &[String] {
+        c.hints.as_ref().map_or(&[], |h| &h.for_zones)
+    }
+    let all_node_hints = ready.iter().all(|c| !node_hints(c).is_empty());
+    let for_node = ready.iter().any(|c| node_hints(c).iter().any(|n| n == here.node_name));
+    if all_node_hints && for_node {
+        return Topology::SameNode;
+    }
+    let all_zone_hints = ready.iter().all(|c| !zone_hints(c).is_empty());
+    let for_zone = here.zone.is_some_and(|zone| ready.iter().any(|c| zone_hints(c).iter().any(|z| z == zone)));
+    if all_zone_hints && for_zone {
+        return Topology::SameZone;
+    }
+    Topology::Ignore
+}
+
+fn available(c: &Candidate, topology: Topology, here: Locality<'_>) -> bool {
+    let hints = c.hints.as_ref();
+    match topology {
+        Topology::Ignore => true,
+        Topology::SameNode => hints.is_some_and(|h| h.for_nodes.iter().any(|n| n == here.node_name)),
+        Topology::SameZone => {
+            hints.is_some_and(|h| here.zone.is_some_and(|zone| h.for_zones.iter().any(|z| z == zone)))
+        }
+    }
+}

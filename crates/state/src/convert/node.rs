@@ -1,0 +1,31 @@
+//! Node (v1) to [`NodeInfo`].
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::{Fields, InvalidObject, LABEL_ZONE, TAINT_TO_BE_DELETED};
+use crate::event::Kind;
+use crate::info::NodeInfo;
+
+/// Validates a Node and keeps its zone, addresses and deletion state.
+pub fn node(node: &Node) -> Result<NodeInfo, InvalidObject> {
+    let f = Fields::of(Kind::Node, &node.metadata)?;
+    let status_addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
+    let mut addresses = Vec::new();
+    // InternalIP before ExternalIP: the node's primary IP is the first
+    // InternalIP of a family (upstream GetNodeHostIPs).
+    for wanted in ["InternalIP", "ExternalIP"] {
+        for (i, address) in status_addresses.into_iter().flatten().enumerate() {
+            if address.type_ == wanted {
+                addresses.push(f.ip(format!("status.addresses[{i}].address"), &address.address)?);
+            }
+        }
+    }
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    Ok(NodeInfo {
+        name: f.key().name.clone(),
+        zone: node.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ZONE)).filter(|z| !z.is_empty()).cloned(),
+        addresses,
+        deleting: node.metadata.deletion_timestamp.is_some(),
+        to_be_deleted: taints.into_iter().flatten().any(|t| t.key == TAINT_TO_BE_DELETED),
+    })
+}

@@ -1,0 +1,191 @@
+//! Validated, trimmed copies of the Kubernetes objects kproxy reads.
+//!
+//! Conversion (`crate::convert`) keeps only what the proxy uses, so the
+//! trackers hold small values and compare them cheaply.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use kproxy_model::{IpFamily, IpNet, Protocol, ServiceName, SessionAffinity, TrafficPolicy};
+use serde::Serialize;
+
+/// Why a valid Service gets no rules from kproxy (SEMANTICS.md, "Inputs").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum IgnoreReason {
+    /// `type: ExternalName`: DNS only.
+    ExternalName,
+    /// `clusterIP: None`: DNS only.
+    Headless,
+    /// Labelled `service.kubernetes.io/service-proxy-name`: another proxy
+    /// owns it.
+    OtherProxy(String),
+}
+
+impl std::fmt::Display for IgnoreReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IgnoreReason::ExternalName => f.write_str("type ExternalName (DNS only)"),
+            IgnoreReason::Headless => f.write_str("headless (clusterIP: None)"),
+            IgnoreReason::OtherProxy(proxy) => {
+                write!(f, "owned by service proxy {proxy:?} (label service.kubernetes.io/service-proxy-name)")
+            }
+        }
+    }
+}
+
+/// A Service's `targetPort`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetPort {
+    Number(u16),
+    /// A container port name, resolved per Pod by the endpoint controller.
+    Name(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+    pub node_port: Option<u16>,
+    pub target_port: TargetPort,
+}
+
+/// What kproxy keeps of a Service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceInfo {
+    pub name: ServiceName,
+    /// Set for services kproxy must not program; the other fields are then
+    /// left empty.
+    pub ignored: Option<IgnoreReason>,
+    /// `None` for a Service without a selector (its endpoints come from
+    /// EndpointSlices or Endpoints written by someone else).
+    pub selector: Option<BTreeMap<String, String>>,
+    pub cluster_ips: Vec<IpAddr>,
+    pub ports: Vec<PortInfo>,
+    pub external_ips: Vec<IpAddr>,
+    /// `status.loadBalancer.ingress[].ip` of a LoadBalancer Service, without
+    /// `ipMode: Proxy` entries (the load balancer, not the node, handles those).
+    pub load_balancer_ips: Vec<IpAddr>,
+    pub load_balancer_source_ranges: Vec<IpNet>,
+    pub session_affinity: Option<SessionAffinity>,
+    pub internal_traffic_policy: TrafficPolicy,
+    /// Already `Cluster` for services not reachable from outside (neither
+    /// NodePort, LoadBalancer, nor with external IPs).
+    pub external_traffic_policy: TrafficPolicy,
+    pub health_check_node_port: Option<u16>,
+    pub publish_not_ready_addresses: bool,
+}
+
+impl ServiceInfo {
+    /// An ignored service: only the name and the reason are kept.
+    pub fn ignored(name: ServiceName, reason: IgnoreReason) -> Self {
+        Self {
+            name,
+            ignored: Some(reason),
+            selector: None,
+            cluster_ips: Vec::new(),
+            ports: Vec::new(),
+            external_ips: Vec::new(),
+            load_balancer_ips: Vec::new(),
+            load_balancer_source_ranges: Vec::new(),
+            session_affinity: None,
+            internal_traffic_policy: TrafficPolicy::Cluster,
+            external_traffic_policy: TrafficPolicy::Cluster,
+            health_check_node_port: None,
+            publish_not_ready_addresses: false,
+        }
+    }
+
+    /// The families this service is served in: those of its cluster IPs.
+    pub fn families(&self) -> impl Iterator<Item = IpFamily> + '_ {
+        IpFamily::ALL.into_iter().filter(|f| self.cluster_ips.iter().any(|ip| IpFamily::of(ip) == *f))
+    }
+}
+
+/// Topology hints of an endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hints {
+    pub for_zones: Vec<String>,
+    pub for_nodes: Vec<String>,
+}
+
+/// One endpoint of a slice, before categorisation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SliceEndpoint {
+    pub ip: IpAddr,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+    pub node_name: Option<String>,
+    pub zone: Option<String>,
+    pub hints: Option<Hints>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SlicePort {
+    /// Matches the Service port's name; empty for an unnamed port.
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+}
+
+/// Endpoints that all serve the same ports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointGroup {
+    pub ports: Vec<SlicePort>,
+    pub endpoints: Vec<SliceEndpoint>,
+}
+
+/// The endpoints one EndpointSlice (or legacy Endpoints object, or the
+/// endpoint controller) contributes to one Service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceInfo {
+    pub service: ServiceName,
+    /// One group for an EndpointSlice; one per subset for Endpoints.
+    pub groups: Vec<EndpointGroup>,
+}
+
+/// A container port of a Pod, for resolving named target ports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerPort {
+    pub name: String,
+    pub protocol: Protocol,
+    pub port: u16,
+}
+
+/// What the endpoint controller needs of a Pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInfo {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub ips: Vec<IpAddr>,
+    pub node_name: Option<String>,
+    /// Phase Succeeded or Failed: never an endpoint again.
+    pub finished: bool,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// The Pod has a deletion timestamp.
+    pub terminating: bool,
+    pub container_ports: Vec<ContainerPort>,
+}
+
+/// What kproxy keeps of a Node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    pub zone: Option<String>,
+    /// InternalIP addresses first, then ExternalIP, each in the Node's order.
+    pub addresses: Vec<IpAddr>,
+    /// Has a deletion timestamp.
+    pub deleting: bool,
+    /// Carries the cluster autoscaler's `ToBeDeletedByClusterAutoscaler` taint.
+    pub to_be_deleted: bool,
+}
+
+/// A ServiceCIDR (`networking.k8s.io/v1`): ranges service IPs come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceCidrInfo {
+    pub name: String,
+    pub cidrs: Vec<IpNet>,
+}

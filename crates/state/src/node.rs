@@ -1,0 +1,60 @@
+//! This node's [`NodeState`]: name, zone, node-port addresses, eligibility.
+
+use std::net::IpAddr;
+
+use kproxy_model::{IpFamily, NodeState};
+
+use crate::config::{NodePortAddresses, StateConfig};
+use crate::info::NodeInfo;
+
+/// The node as the proxy sees it, from the config and its Node object.
+pub fn node_state(config: &StateConfig, node: Option<&NodeInfo>) -> NodeState {
+    NodeState {
+        name: config.node_name.clone(),
+        zone: node.and_then(|n| n.zone.clone()),
+        node_port_addresses: node_port_addresses(config, node),
+        eligible: match node {
+            Some(n) => !n.deleting && !n.to_be_deleted,
+            None => !config.node_required,
+        },
+    }
+}
+
+fn node_port_addresses(config: &StateConfig, node: Option<&NodeInfo>) -> Vec<IpAddr> {
+    let node_addresses = node.map(|n| n.addresses.as_slice()).unwrap_or_default();
+    let mut out: Vec<IpAddr> = match &config.node_port_addresses {
+        NodePortAddresses::Primary => IpFamily::ALL
+            .into_iter()
+            .filter_map(|family| {
+                let of = |ip: &&IpAddr| IpFamily::of(ip) == family;
+                config
+                    .bind_address
+                    .filter(|ip| IpFamily::of(ip) == family)
+                    .or_else(|| node_addresses.iter().find(of).copied())
+                    .or_else(|| config.host_addresses.iter().filter(of).find(|ip| is_global(ip)).copied())
+            })
+            .collect(),
+        NodePortAddresses::Cidrs(cidrs) => {
+            let all = node_addresses.iter().chain(&config.host_addresses);
+            all.filter(|ip| {
+                let family = IpFamily::of(ip);
+                let mut of_family = cidrs.iter().filter(|c| IpFamily::of(&c.addr()) == family).peekable();
+                of_family.peek().is_none() || of_family.any(|c| c.contains(*ip))
+            })
+            .copied()
+            .collect()
+        }
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Neither loopback, link-local nor unspecified: an address other hosts can
+/// reach this node on.
+fn is_global(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => !(v4.is_loopback() || v4.is_link_local() || v4.is_unspecified()),
+        IpAddr::V6(v6) => !(v6.is_loopback() || v6.is_unicast_link_local() || v6.is_unspecified()),
+    }
+}

@@ -41,6 +41,12 @@ impl ServicePortName {
     pub fn new(service: ServiceName, port: impl Into<String>, protocol: Protocol) -> Self {
         Self { service, port: port.into(), protocol }
     }
+
+    /// The smallest possible port name of `service`: where a range over
+    /// that service's ports in a sorted map starts.
+    pub fn first_of(service: ServiceName) -> Self {
+        Self::new(service, "", Protocol::Tcp)
+    }
 }
 
 /// `namespace/name:port/PROTOCOL`, or `namespace/name/PROTOCOL` for an
@@ -64,6 +70,17 @@ mod tests {
         let svc = ServiceName::new("default", "web");
         assert_eq!(ServicePortName::new(svc.clone(), "http", Protocol::Tcp).to_string(), "default/web:http/TCP");
         assert_eq!(ServicePortName::new(svc, "", Protocol::Udp).to_string(), "default/web/UDP");
+    }
+
+    #[test]
+    fn first_of_sorts_before_every_port_of_the_service() {
+        let svc = ServiceName::new("a", "x");
+        let first = ServicePortName::first_of(svc.clone());
+        for protocol in Protocol::ALL {
+            assert!(first <= ServicePortName::new(svc.clone(), "", protocol));
+            assert!(first < ServicePortName::new(svc.clone(), "a", protocol));
+        }
+        assert!(ServicePortName::new(ServiceName::new("a", "w"), "zz", Protocol::Sctp) < first);
     }
 
     #[test]

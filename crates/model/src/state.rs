@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 
-use crate::{IpFamily, ServicePort, ServicePortName};
+use crate::{IpFamily, ServiceName, ServicePort, ServicePortName};
 
 /// This node as the proxy sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -38,6 +38,14 @@ pub struct FamilyState {
     pub service_cidrs: Vec<IpNet>,
     #[serde(serialize_with = "values_in_order")]
     pub service_ports: OrdMap<ServicePortName, Arc<ServicePort>>,
+}
+
+impl FamilyState {
+    /// Some port of `service` is served in this family.
+    pub fn has_service(&self, service: &ServiceName) -> bool {
+        let first = ServicePortName::first_of(service.clone());
+        self.service_ports.range(first..).next().is_some_and(|(name, _)| name.service == *service)
+    }
 }
 
 /// What one node should program.

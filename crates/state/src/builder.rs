@@ -301,7 +301,7 @@ impl StateBuilder {
         };
         for family in IpFamily::ALL {
             let map = &mut self.state.family_mut(family).service_ports;
-            let start = ServicePortName::new(name.clone(), "", kproxy_model::Protocol::Tcp);
+            let start = ServicePortName::first_of(name.clone());
             let old_names: Vec<ServicePortName> =
                 map.range(start..).take_while(|(k, _)| k.service == *name).map(|(k, _)| k.clone()).collect();
             let mut new_of_family: BTreeMap<ServicePortName, ServicePort> =

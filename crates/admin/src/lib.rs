@@ -1,0 +1,16 @@
+//! The admin surface of a running kproxy: health, metrics and the state it
+//! programs.
+//!
+//! [`health`] holds the proxy's health as upstream's ProxyHealthServer
+//! defines it, [`metrics`] the Prometheus registry with upstream's names,
+//! and [`router`] the two HTTP routers (the healthz one, meant for load
+//! balancers, and the metrics one, meant for operators). Routers are plain
+//! values, tested without sockets; binding them is the binary's job.
+
+pub mod health;
+pub mod metrics;
+pub mod router;
+
+pub use health::{Clock, Health, HealthReport, SystemClock};
+pub use metrics::Metrics;
+pub use router::{AdminState, health_router, metrics_router};

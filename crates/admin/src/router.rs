@@ -1,0 +1,109 @@
+//! The HTTP routers: one for health checks, one for operators.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use kproxy_model::ProxyState;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::health::{Clock, Health};
+use crate::metrics::{CodeLabel, Metrics};
+
+/// What the handlers read.
+pub struct AdminState {
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+    /// The state as of the last fold of source events.
+    pub state: watch::Receiver<Arc<ProxyState>>,
+    /// The name of the running dataplane, for `/proxyMode`.
+    pub mode: String,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// `/healthz` and `/livez`, for load balancers and the kubelet.
+pub fn health_router(state: Arc<AdminState>) -> Router {
+    Router::new().route("/healthz", get(healthz)).route("/livez", get(livez)).with_state(state)
+}
+
+/// `/metrics`, `/state`, `/proxyMode` and the health endpoints again, for
+/// operators (bound to loopback by default).
+pub fn metrics_router(state: Arc<AdminState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/state", get(proxy_state))
+        .route("/proxyMode", get(proxy_mode))
+        .route("/healthz", get(healthz))
+        .route("/livez", get(livez))
+        .with_state(state)
+}
+
+/// Upstream's body: `{"lastUpdated":..,"currentTime":..,"nodeEligible":..,
+/// "healthy":..,"status":{..}}`; `nodeEligible` only on `/healthz`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HealthBody {
+    last_updated: String,
+    current_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_eligible: Option<bool>,
+    healthy: bool,
+}
+
+async fn healthz(State(admin): State<Arc<AdminState>>) -> Response {
+    health_response(&admin, true)
+}
+
+async fn livez(State(admin): State<Arc<AdminState>>) -> Response {
+    health_response(&admin, false)
+}
+
+fn health_response(admin: &AdminState, with_node: bool) -> Response {
+    let (now, wall) = admin.clock.now();
+    let report = admin.health.report(now);
+    let healthy = report.healthy && (!with_node || report.node_eligible);
+    // Like upstream, a healthy /healthz reports the current time as its
+    // last update: "nothing is waiting" is as good as "just updated".
+    let last_updated = match (with_node && healthy, report.last_updated) {
+        (true, _) => Some(wall),
+        (false, last) => last,
+    };
+    let body = HealthBody {
+        last_updated: last_updated.map(timestamp).unwrap_or_else(|| timestamp(SystemTime::UNIX_EPOCH)),
+        current_time: timestamp(wall),
+        node_eligible: with_node.then_some(report.node_eligible),
+        healthy,
+    };
+    let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let counter = if with_node { &admin.metrics.healthz_total } else { &admin.metrics.livez_total };
+    counter.get_or_create(&CodeLabel { code: code.as_u16() }).inc();
+    let json = serde_json::to_string(&body).expect("a plain struct serialises");
+    (code, [(header::CONTENT_TYPE, "application/json"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], json)
+        .into_response()
+}
+
+/// RFC 3339 with nanoseconds, like Go's `time.Time` in JSON.
+fn timestamp(time: SystemTime) -> String {
+    jiff::Timestamp::try_from(time).map(|t| t.to_string()).unwrap_or_default()
+}
+
+async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
+    ([(header::CONTENT_TYPE, Metrics::CONTENT_TYPE)], admin.metrics.encode()).into_response()
+}
+
+async fn proxy_state(State(admin): State<Arc<AdminState>>) -> Response {
+    let state = admin.state.borrow().clone();
+    match serde_json::to_string(state.as_ref()) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn proxy_mode(State(admin): State<Arc<AdminState>>) -> String {
+    admin.mode.clone()
+}

@@ -1,0 +1,48 @@
+//! The trait every proxy mode implements.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use kproxy_model::{Changes, ProxyState};
+
+/// Whether a sync may rely on what the dataplane applied before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncKind {
+    /// Re-assert everything kproxy owns and remove what it no longer wants.
+    Full,
+    /// Touch only what `Changes` lists.
+    Partial,
+}
+
+/// One sync: the whole desired state, what changed since the last
+/// successful sync, and how much may be trusted.
+#[derive(Clone, Copy, Debug)]
+pub struct SyncRequest<'a> {
+    pub state: &'a ProxyState,
+    pub changes: &'a Changes,
+    pub kind: SyncKind,
+}
+
+/// What a successful sync did, in words for the log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub summary: String,
+}
+
+/// Any failure of a dataplane; each mode has its own error enum.
+pub type DataplaneError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The future a [`Dataplane::sync`] returns.
+pub type SyncFuture<'a> = Pin<Box<dyn Future<Output = Result<SyncReport, DataplaneError>> + Send + 'a>>;
+
+/// A proxy mode: programs the node so that it serves `state`.
+///
+/// A sync is atomic from the user's point of view: after an error the node
+/// still serves the previous state or the new one, and the runner's next
+/// attempt is a full sync.
+pub trait Dataplane: Send {
+    /// The mode's name, as `--proxy-mode` spells it.
+    fn mode(&self) -> &'static str;
+
+    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a>;
+}

@@ -1,0 +1,16 @@
+//! The dataplane seam and the loop that drives it.
+//!
+//! [`Dataplane`] is what every mode implements (observe, plan, apply inside
+//! one `sync`); [`Runner`] folds source events into the state and decides
+//! when to sync: not more often than minSyncPeriod, at least every
+//! syncPeriod, retrying with backoff after a failure (the retry is a full
+//! sync), and a full sync every hour.
+
+mod dataplane;
+mod dry_run;
+mod no_local;
+mod runner;
+
+pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+pub use dry_run::DryRun;
+pub use runner::{Runner, RunnerConfig, RunnerHandles};

@@ -1,0 +1,265 @@
+//! The sync loop: events in, syncs out, at the pace the config allows.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use kproxy_admin::metrics::FamilyLabel;
+use kproxy_admin::{Clock, Health, Metrics};
+use kproxy_model::{Changes, IpFamily, ProxyState};
+use kproxy_state::{SourceEvent, StateBuilder};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, sleep_until};
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::dataplane::{Dataplane, DataplaneError, SyncKind, SyncRequest};
+use crate::no_local::NoLocalEndpoints;
+
+/// When to sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunnerConfig {
+    /// Syncs are at least this far apart (coalescing event storms).
+    pub min_sync_period: Duration,
+    /// A sync runs at least this often, changes or not.
+    pub sync_period: Duration,
+    /// A periodic sync this long after the last full one is full (upstream
+    /// `FullSyncPeriod`, one hour).
+    pub full_sync_period: Duration,
+    /// First retry delay after a failed sync; doubles per failure, up to
+    /// `sync_period`.
+    pub retry_initial: Duration,
+}
+
+impl RunnerConfig {
+    pub fn new(min_sync_period: Duration, sync_period: Duration) -> Self {
+        Self {
+            min_sync_period,
+            sync_period,
+            full_sync_period: Duration::from_secs(3600),
+            retry_initial: Duration::from_secs(1),
+        }
+    }
+
+    fn retry_delay(&self, failures: u32) -> Duration {
+        let doubled = self.retry_initial.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)));
+        doubled.min(self.sync_period.max(self.retry_initial)).max(self.min_sync_period)
+    }
+}
+
+/// The shared pieces the runner reports into.
+pub struct RunnerHandles {
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+    /// Receives a snapshot after every fold of events (cheap: the state's
+    /// maps are persistent).
+    pub state: watch::Sender<Arc<ProxyState>>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Owns the state pipeline and the dataplane for the life of the process.
+pub struct Runner {
+    config: RunnerConfig,
+    builder: StateBuilder,
+    dataplane: Box<dyn Dataplane>,
+    handles: RunnerHandles,
+    /// Trigger times before this are from before kproxy started: their
+    /// latency says nothing about kproxy.
+    started: SystemTime,
+    no_local: NoLocalEndpoints,
+    seen_events: (u64, u64),
+    // Sync bookkeeping.
+    last_attempt: Option<Instant>,
+    last_full: Option<Instant>,
+    next_full: bool,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// Changes taken from the state but not yet applied (a failed sync's).
+    unapplied: Changes,
+}
+
+impl Runner {
+    pub fn new(
+        config: RunnerConfig,
+        builder: StateBuilder,
+        dataplane: Box<dyn Dataplane>,
+        handles: RunnerHandles,
+    ) -> Self {
+        let started = handles.clock.now().1;
+        // Like upstream: healthy from the start, until an update waits too long.
+        handles.health.updated(handles.clock.now());
+        Self {
+            config,
+            builder,
+            dataplane,
+            handles,
+            started,
+            no_local: NoLocalEndpoints::default(),
+            seen_events: (0, 0),
+            last_attempt: None,
+            last_full: None,
+            next_full: true,
+            failures: 0,
+            retry_at: None,
+            unapplied: Changes::default(),
+        }
+    }
+
+    /// Runs until `shutdown` completes. The programmed state stays in place
+    /// on exit (like kube-proxy: restarts must not interrupt traffic).
+    pub async fn run(mut self, mut events: mpsc::Receiver<SourceEvent>, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut source_open = true;
+        loop {
+            let due = self.next_sync_at();
+            tokio::select! {
+                biased;
+                () = &mut shutdown => {
+                    info!(mode = self.dataplane.mode(), "shutting down; programmed rules stay in place");
+                    return;
+                }
+                event = events.recv(), if source_open => match event {
+                    Some(event) => self.receive(event, &mut events),
+                    None => {
+                        source_open = false;
+                        warn!("event source stopped; keeping the last programmed state");
+                    }
+                },
+                () = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                    // A failed sync was logged and counted; the loop retries.
+                    let _ = self.sync().await;
+                }
+            }
+        }
+    }
+
+    /// Waits for the initial list, runs one full sync, and returns its
+    /// result (`kproxy run --once`).
+    pub async fn run_once(mut self, mut events: mpsc::Receiver<SourceEvent>) -> Result<(), DataplaneError> {
+        while !self.builder.is_synced() {
+            match events.recv().await {
+                Some(event) => self.receive(event, &mut events),
+                None => return Err("the event source stopped before delivering its initial list".into()),
+            }
+        }
+        self.sync().await
+    }
+
+    fn receive(&mut self, first: SourceEvent, events: &mut mpsc::Receiver<SourceEvent>) {
+        self.builder.apply(first);
+        // Drain what is already queued: one wake-up per burst, not per event.
+        while let Ok(event) = events.try_recv() {
+            self.builder.apply(event);
+        }
+        self.observe_pending();
+    }
+
+    fn observe_pending(&mut self) {
+        let metrics = &self.handles.metrics;
+        let counts = self.builder.event_counts();
+        metrics.service_changes_total.inc_by(counts.service_events - self.seen_events.0);
+        metrics.endpoint_changes_total.inc_by(counts.endpoint_events - self.seen_events.1);
+        self.seen_events = (counts.service_events, counts.endpoint_events);
+        let (services, endpoints) = self.builder.pending_counts();
+        metrics.service_changes_pending.set(i64::try_from(services).unwrap_or(i64::MAX));
+        metrics.endpoint_changes_pending.set(i64::try_from(endpoints).unwrap_or(i64::MAX));
+        if self.builder.has_pending() {
+            let (now, wall) = self.handles.clock.now();
+            self.handles.health.queued_update(now);
+            for family in IpFamily::ALL {
+                let label = FamilyLabel { ip_family: family.into() };
+                metrics.sync_last_queued_timestamp.get_or_create(&label).set(unix_seconds(wall));
+            }
+        }
+    }
+
+    /// When the next sync is due, or `None` while waiting for the initial
+    /// list.
+    fn next_sync_at(&self) -> Option<Instant> {
+        if !self.builder.is_synced() {
+            return None;
+        }
+        let Some(last) = self.last_attempt else { return Some(Instant::now()) };
+        if let Some(retry) = self.retry_at {
+            return Some(retry);
+        }
+        if self.builder.has_pending() || !self.unapplied.is_empty() {
+            return Some(last + self.config.min_sync_period);
+        }
+        Some(last + self.config.sync_period)
+    }
+
+    async fn sync(&mut self) -> Result<(), DataplaneError> {
+        let now = Instant::now();
+        self.last_attempt = Some(now);
+        self.unapplied.merge(self.builder.take_changes());
+        self.handles.state.send_replace(Arc::new(self.builder.state().clone()));
+        self.handles.health.set_node_eligible(self.builder.state().node.eligible);
+        self.observe_pending();
+
+        let full_due = self.last_full.is_none_or(|t| now.duration_since(t) >= self.config.full_sync_period);
+        let kind = if self.next_full || full_due { SyncKind::Full } else { SyncKind::Partial };
+        let span = info_span!("sync", mode = self.dataplane.mode(), full = kind == SyncKind::Full);
+        let request = SyncRequest { state: self.builder.state(), changes: &self.unapplied, kind };
+        let result = self.dataplane.sync(request).instrument(span).await;
+        let took = now.elapsed();
+        match result {
+            Ok(report) => {
+                debug!(took_ms = took.as_millis() as u64, summary = %report.summary, "sync applied");
+                self.succeeded(now, kind, took);
+                Ok(())
+            }
+            Err(e) => {
+                self.failures += 1;
+                let delay = self.config.retry_delay(self.failures);
+                self.retry_at = Some(now + delay);
+                self.next_full = true;
+                let mode = self.dataplane.mode().to_owned();
+                self.handles.metrics.sync_failures.get_or_create(&kproxy_admin::metrics::ModeLabel { mode }).inc();
+                error!(error = %e, failures = self.failures, retry_in_ms = delay.as_millis() as u64, "sync failed; the next attempt is a full sync");
+                Err(e)
+            }
+        }
+    }
+
+    fn succeeded(&mut self, now: Instant, kind: SyncKind, took: Duration) {
+        // Wall time for timestamps and latencies; `now` (the runner's clock)
+        // for scheduling.
+        let wall = self.handles.clock.now().1;
+        let metrics = &self.handles.metrics;
+        metrics.observe_sync(took, kind == SyncKind::Full);
+        self.no_local.update(self.builder.state(), &self.unapplied);
+        for family in IpFamily::ALL {
+            let label = FamilyLabel { ip_family: family.into() };
+            metrics.sync_last_timestamp.get_or_create(&label).set(unix_seconds(wall));
+            let (internal, external) = self.no_local.counts(family);
+            for (policy, count) in [("internal", internal), ("external", external)] {
+                let labels =
+                    kproxy_admin::metrics::PolicyLabels { traffic_policy: policy.into(), ip_family: family.into() };
+                metrics.no_local_endpoints.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+        }
+        for (service, times) in &self.unapplied.trigger_times {
+            let state = self.builder.state();
+            let families = IpFamily::ALL.into_iter().filter(|f| state.family(*f).has_service(service));
+            for family in families {
+                let label = FamilyLabel { ip_family: family.into() };
+                for time in times.iter().filter(|t| **t >= self.started) {
+                    let latency = wall.duration_since(*time).unwrap_or_default().as_secs_f64();
+                    metrics.network_programming_duration.get_or_create(&label).observe(latency);
+                }
+            }
+        }
+        self.handles.health.updated(self.handles.clock.now());
+        self.unapplied = Changes::default();
+        self.failures = 0;
+        self.retry_at = None;
+        self.next_full = false;
+        if kind == SyncKind::Full {
+            self.last_full = Some(now);
+        }
+    }
+}
+
+fn unix_seconds(time: SystemTime) -> f64 {
+    time.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}

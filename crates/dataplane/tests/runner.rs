@@ -1,0 +1,251 @@
+//! The sync runner under paused tokio time: no sleeps, exact timings.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use kproxy_admin::{Clock, Health, Metrics};
+use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles, SyncFuture, SyncKind, SyncReport, SyncRequest};
+use kproxy_model::ProxyState;
+use kproxy_state::{Object, SourceEvent, StateBuilder, StateConfig, convert};
+use kproxy_testkit::{EndpointBuilder as Ep, service, slice};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// One call the runner made.
+#[derive(Clone, Debug, PartialEq)]
+struct Call {
+    at_ms: u128,
+    kind: SyncKind,
+    changed_ports: usize,
+    stale_udp: usize,
+}
+
+#[derive(Clone)]
+struct Fake {
+    start: Instant,
+    calls: Arc<Mutex<Vec<Call>>>,
+    /// Results to return, in order; empty means succeed.
+    script: Arc<Mutex<VecDeque<bool>>>,
+}
+
+impl Dataplane for Fake {
+    fn mode(&self) -> &'static str {
+        "fake"
+    }
+
+    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
+        self.calls.lock().unwrap().push(Call {
+            at_ms: self.start.elapsed().as_millis(),
+            kind: request.kind,
+            changed_ports: request.changes.service_ports.len(),
+            stale_udp: request.changes.stale_udp_endpoints.len() + request.changes.stale_udp_frontends.len(),
+        });
+        let ok = self.script.lock().unwrap().pop_front().unwrap_or(true);
+        Box::pin(async move { if ok { Ok(SyncReport::default()) } else { Err("scripted failure".into()) } })
+    }
+}
+
+/// tokio's (paused) clock, for health.
+struct TokioClock(Instant);
+
+impl Clock for TokioClock {
+    fn now(&self) -> (std::time::Instant, SystemTime) {
+        let now = Instant::now();
+        (now.into_std(), SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000) + now.duration_since(self.0))
+    }
+}
+
+struct Harness {
+    fake: Fake,
+    events: mpsc::Sender<SourceEvent>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    state: watch::Receiver<Arc<ProxyState>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Harness {
+    fn start(config: RunnerConfig, failures: &[bool]) -> Self {
+        let start = Instant::now();
+        let fake =
+            Fake { start, calls: Arc::default(), script: Arc::new(Mutex::new(failures.iter().copied().collect())) };
+        let (events, rx) = mpsc::channel(64);
+        let (state_tx, state) = watch::channel(Arc::new(ProxyState::default()));
+        let health = Arc::new(Health::new(config.sync_period * 2));
+        let metrics = Arc::new(Metrics::new());
+        let handles = RunnerHandles {
+            health: health.clone(),
+            metrics: metrics.clone(),
+            state: state_tx,
+            clock: Arc::new(TokioClock(start)),
+        };
+        let builder = StateBuilder::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
+        let runner = Runner::new(config, builder, Box::new(fake.clone()), handles);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(runner.run(rx, async move {
+            let _ = stopped.await;
+        }));
+        Harness { fake, events, health, metrics, state, _stop: stop }
+    }
+
+    async fn send(&self, event: SourceEvent) {
+        self.events.send(event).await.unwrap();
+    }
+
+    async fn service(&self, name: &str, ip: &str) {
+        let svc = service("default", name).cluster_ip(ip).port("dns", "UDP", 53).build();
+        self.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await;
+    }
+
+    async fn endpoints(&self, name: &str, ips: &[&str]) {
+        let sl = ips
+            .iter()
+            .fold(slice("default", name, name).port("dns", "UDP", 53), |s, ip| s.endpoint(Ep::new(ip)))
+            .build();
+        self.send(SourceEvent::Apply(convert::endpoint_slice(&sl).unwrap())).await;
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.fake.calls.lock().unwrap().clone()
+    }
+
+    fn times(&self) -> Vec<u128> {
+        self.calls().iter().map(|c| c.at_ms).collect()
+    }
+}
+
+async fn at(ms: u64) {
+    tokio::time::sleep_until(Instant::now() + Duration::from_millis(ms)).await;
+}
+
+fn config() -> RunnerConfig {
+    RunnerConfig::new(Duration::from_secs(1), Duration::from_secs(30))
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_sync_runs_before_the_initial_list_is_complete() {
+    let h = Harness::start(config(), &[]);
+    h.service("a", "10.96.0.1").await;
+    at(120_000).await;
+    assert!(h.calls().is_empty());
+    h.send(SourceEvent::Synced).await;
+    at(1).await;
+    let calls = h.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].at_ms, calls[0].kind, calls[0].changed_ports), (120_000, SyncKind::Full, 1));
+    assert_eq!(h.state.borrow().ipv4.service_ports.len(), 1, "the admin sees the folded state");
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_within_min_sync_period_are_coalesced_into_one_partial_sync() {
+    let h = Harness::start(config(), &[]);
+    h.send(SourceEvent::Synced).await;
+    at(100).await;
+    h.service("a", "10.96.0.1").await;
+    at(200).await;
+    h.service("b", "10.96.0.2").await;
+    at(300).await;
+    h.service("c", "10.96.0.3").await;
+    at(2_000).await;
+    let calls = h.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[1], Call { at_ms: 1_000, kind: SyncKind::Partial, changed_ports: 3, stale_udp: 0 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sync_runs_every_sync_period_without_events() {
+    let h = Harness::start(config(), &[]);
+    h.send(SourceEvent::Synced).await;
+    at(95_000).await;
+    assert_eq!(h.times(), [0, 30_000, 60_000, 90_000]);
+    assert!(h.calls()[1..].iter().all(|c| c.kind == SyncKind::Partial && c.changed_ports == 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_sync_is_retried_with_backoff_as_a_full_sync_carrying_its_changes() {
+    let h = Harness::start(config(), &[true, false, false, false]);
+    h.service("dns", "10.96.0.53").await;
+    h.endpoints("dns", &["10.1.0.1", "10.1.0.2"]).await;
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    // Losing an endpoint makes conntrack work; the failing syncs must keep it.
+    h.endpoints("dns", &["10.1.0.2"]).await;
+    at(20_000).await;
+    let calls = h.calls();
+    // The partial sync at 1 s fails; retries 1 s, 2 s and 4 s later (the
+    // first two failing too), the last one succeeding.
+    assert_eq!(h.times(), [0, 1_000, 2_000, 4_000, 8_000], "{calls:?}");
+    assert_eq!(calls[1].kind, SyncKind::Partial);
+    assert!(calls[2..].iter().all(|c| c.kind == SyncKind::Full), "{calls:?}");
+    assert!(calls[1..=4].iter().all(|c| c.stale_udp == 1 && c.changed_ports == 1), "{calls:?}");
+    let metrics = h.metrics.encode();
+    assert!(metrics.contains(r#"kproxy_sync_proxy_rules_failures_total{mode="fake"} 3"#), "{metrics}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_is_capped_at_sync_period() {
+    let h = Harness::start(RunnerConfig::new(Duration::from_secs(1), Duration::from_secs(5)), &[false; 6]);
+    h.send(SourceEvent::Synced).await;
+    at(30_000).await;
+    assert_eq!(&h.times()[..7], [0, 1_000, 3_000, 7_000, 12_000, 17_000, 22_000]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_sync_runs_once_per_full_sync_period() {
+    let mut config = RunnerConfig::new(Duration::from_secs(1), Duration::from_secs(10));
+    config.full_sync_period = Duration::from_secs(35);
+    let h = Harness::start(config, &[]);
+    h.send(SourceEvent::Synced).await;
+    at(75_000).await;
+    let full: Vec<u128> = h.calls().iter().filter(|c| c.kind == SyncKind::Full).map(|c| c.at_ms).collect();
+    assert_eq!(full, [0, 40_000]);
+    assert_eq!(h.calls().len(), 8);
+}
+
+#[tokio::test(start_paused = true)]
+async fn updates_left_unapplied_for_twice_the_sync_period_turn_health_red() {
+    let h = Harness::start(config(), &[false; 100]);
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    h.service("a", "10.96.0.1").await;
+    at(59_000).await;
+    let now = || Instant::now().into_std();
+    assert!(h.health.report(now()).healthy, "queued at 10 ms, not yet 60 s old");
+    at(1_100).await;
+    assert!(!h.health.report(now()).healthy);
+}
+
+#[tokio::test(start_paused = true)]
+async fn health_recovers_when_a_sync_succeeds() {
+    let h = Harness::start(config(), &[]);
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    h.service("a", "10.96.0.1").await;
+    at(2_000).await;
+    let report = h.health.report(Instant::now().into_std());
+    assert!(report.healthy);
+    assert_eq!(report.last_updated, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_001)));
+    let metrics = h.metrics.encode();
+    assert!(metrics.contains("kubeproxy_sync_proxy_rules_service_changes_total 1"), "{metrics}");
+    assert!(metrics.contains("kubeproxy_sync_proxy_rules_service_changes_pending 0"), "{metrics}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_once_waits_for_the_initial_list_and_reports_the_result() {
+    let start = Instant::now();
+    let fake = Fake { start, calls: Arc::default(), script: Arc::new(Mutex::new(VecDeque::from([false]))) };
+    let (tx, rx) = mpsc::channel(8);
+    let (state_tx, _state) = watch::channel(Arc::new(ProxyState::default()));
+    let handles = RunnerHandles {
+        health: Arc::new(Health::new(Duration::from_secs(60))),
+        metrics: Arc::new(Metrics::new()),
+        state: state_tx,
+        clock: Arc::new(TokioClock(start)),
+    };
+    let runner = Runner::new(config(), StateBuilder::new(StateConfig::default()), Box::new(fake.clone()), handles);
+    tx.send(SourceEvent::Synced).await.unwrap();
+    let result = runner.run_once(rx).await;
+    assert_eq!(result.unwrap_err().to_string(), "scripted failure");
+    assert_eq!(fake.calls.lock().unwrap()[0].kind, SyncKind::Full);
+}

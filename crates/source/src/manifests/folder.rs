@@ -1,0 +1,191 @@
+//! The folder as a whole: which files define which objects, and what
+//! changed since the last read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use kproxy_state::{Object, ObjectKey, SourceEvent};
+
+use super::parse::{Parsed, parse_file};
+use super::{ManifestError, SourceError};
+
+/// An object and where it was defined.
+#[derive(Clone, Debug, PartialEq)]
+struct Defined {
+    file: PathBuf,
+    document: usize,
+    line: usize,
+    object: Object,
+}
+
+#[derive(Debug, Default)]
+struct FileEntry {
+    text: String,
+    objects: Vec<Defined>,
+}
+
+/// What one read of the folder found.
+#[derive(Debug, Default)]
+pub struct Reload {
+    /// Changes of the merged view, for the state.
+    pub events: Vec<SourceEvent>,
+    /// New problems: invalid documents of changed files, unreadable files,
+    /// duplicate definitions. Reported once each.
+    pub errors: Vec<ManifestError>,
+    /// Documents of kinds kproxy does not read, in changed files.
+    pub skipped: Vec<String>,
+    /// Objects kept from a file's last valid read because the file has
+    /// errors now.
+    pub kept: Vec<String>,
+    pub files: usize,
+}
+
+/// The manifest folder and the objects it currently defines.
+#[derive(Debug)]
+pub struct Folder {
+    dir: PathBuf,
+    files: BTreeMap<PathBuf, FileEntry>,
+    active: BTreeMap<ObjectKey, Defined>,
+    /// Duplicate definitions already reported: (key, file, document).
+    duplicates: BTreeSet<(ObjectKey, PathBuf, usize)>,
+}
+
+impl Folder {
+    pub fn new(dir: &Path) -> Result<Self, SourceError> {
+        if !dir.is_dir() {
+            return Err(SourceError::NotADirectory { path: dir.to_owned() });
+        }
+        Ok(Self { dir: dir.to_owned(), files: BTreeMap::new(), active: BTreeMap::new(), duplicates: BTreeSet::new() })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Re-reads the folder; only files whose content changed are parsed.
+    pub fn reload(&mut self) -> Result<Reload, SourceError> {
+        let mut reload = Reload::default();
+        let paths = manifest_files(&self.dir)?;
+        reload.files = paths.len();
+        self.files.retain(|path, _| paths.contains(path));
+        for path in &paths {
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(e) => {
+                    // Unreadable now (being rewritten, permissions): keep
+                    // what it defined before.
+                    let reason = format!("cannot read: {e}");
+                    reload.errors.push(ManifestError {
+                        file: path.clone(),
+                        document: 0,
+                        line: 0,
+                        object: None,
+                        reason,
+                    });
+                    continue;
+                }
+            };
+            if self.files.get(path).is_some_and(|entry| entry.text == text) {
+                continue;
+            }
+            let previous = self.files.remove(path).unwrap_or_default();
+            let entry = self.read_file(path, text, previous, &mut reload);
+            self.files.insert(path.clone(), entry);
+        }
+        self.merge(&mut reload);
+        Ok(reload)
+    }
+
+    fn read_file(&self, path: &Path, text: String, previous: FileEntry, reload: &mut Reload) -> FileEntry {
+        let mut objects = Vec::new();
+        let mut failed = false;
+        for parsed in parse_file(path, &text) {
+            match parsed {
+                Parsed::Object { document, line, object } => {
+                    objects.push(Defined { file: path.to_owned(), document, line, object });
+                }
+                Parsed::Invalid(e) => {
+                    failed = true;
+                    reload.errors.push(e);
+                }
+                Parsed::Skipped { document, kind, .. } => {
+                    reload.skipped.push(format!("{}: document {document}: kind {kind}", path.display()));
+                }
+            }
+        }
+        if failed {
+            let now: BTreeSet<ObjectKey> = objects.iter().map(|d| d.object.key()).collect();
+            for old in previous.objects.into_iter().filter(|d| !now.contains(&d.object.key())) {
+                reload.kept.push(old.object.key().to_string());
+                objects.push(old);
+            }
+        }
+        FileEntry { text, objects }
+    }
+
+    /// Recomputes the merged view (first definition in path, then document
+    /// order wins) and turns its differences into events.
+    fn merge(&mut self, reload: &mut Reload) {
+        let mut active: BTreeMap<ObjectKey, Defined> = BTreeMap::new();
+        let mut duplicates = BTreeSet::new();
+        for defined in self.files.values().flat_map(|f| &f.objects) {
+            let key = defined.object.key();
+            match active.get(&key) {
+                None => {
+                    active.insert(key, defined.clone());
+                }
+                Some(first) => {
+                    let id = (key.clone(), defined.file.clone(), defined.document);
+                    if !self.duplicates.contains(&id) {
+                        reload.errors.push(ManifestError {
+                            file: defined.file.clone(),
+                            document: defined.document,
+                            line: defined.line,
+                            object: Some(key.to_string()),
+                            reason: format!(
+                                "also defined in {} document {}; this copy is ignored",
+                                first.file.display(),
+                                first.document
+                            ),
+                        });
+                    }
+                    duplicates.insert(id);
+                }
+            }
+        }
+        self.duplicates = duplicates;
+        for key in self.active.keys().filter(|k| !active.contains_key(*k)) {
+            reload.events.push(SourceEvent::Delete(key.clone()));
+        }
+        for (key, defined) in &active {
+            if self.active.get(key).is_none_or(|old| old.object != defined.object) {
+                reload.events.push(SourceEvent::Apply(defined.object.clone()));
+            }
+        }
+        self.active = active;
+    }
+}
+
+/// Every `.yaml`, `.yml` and `.json` file under `dir`, sorted, skipping
+/// hidden entries.
+fn manifest_files(dir: &Path) -> Result<BTreeSet<PathBuf>, SourceError> {
+    let mut out = BTreeSet::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(dir) = pending.pop() {
+        let list = |source| SourceError::List { path: dir.clone(), source };
+        for entry in std::fs::read_dir(&dir).map_err(list)? {
+            let path = entry.map_err(list)?.path();
+            let hidden = path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.'));
+            if hidden {
+                continue;
+            }
+            // Follows symlinks: ConfigMap mounts are symlinks into `..data`.
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json")) {
+                out.insert(path);
+            }
+        }
+    }
+    Ok(out)
+}

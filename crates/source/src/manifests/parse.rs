@@ -1,0 +1,197 @@
+//! One manifest file's text to objects: pure, no I/O.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::ServiceCIDR;
+use kproxy_state::{Object, convert};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::ManifestError;
+
+/// What one document (or one item of a `List`) turned into.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Parsed {
+    Object {
+        document: usize,
+        line: usize,
+        object: Object,
+    },
+    Invalid(ManifestError),
+    /// A kind kproxy does not read (Deployment, ConfigMap, ...).
+    Skipped {
+        document: usize,
+        line: usize,
+        kind: String,
+    },
+}
+
+/// A document's text and where it is.
+struct Document {
+    index: usize,
+    /// The file's line number of the text's first line.
+    first_line: usize,
+    /// The first line with content: where a reader should look.
+    start_line: usize,
+    text: String,
+}
+
+/// Splits on `---` lines (and ends documents at `...`), numbering only
+/// documents with content, from 1.
+fn documents(text: &str) -> Vec<Document> {
+    fn flush(current: &mut String, first_line: usize, out: &mut Vec<Document>) {
+        let content = current.lines().position(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+        if let Some(offset) = content {
+            let start_line = first_line + offset;
+            out.push(Document { index: out.len() + 1, first_line, start_line, text: std::mem::take(current) });
+        }
+        current.clear();
+    }
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut first_line = 1;
+    for (n, line) in text.lines().enumerate() {
+        let marker = line.strip_prefix("---").filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t']));
+        if let Some(rest) = marker {
+            flush(&mut current, first_line, &mut out);
+            first_line = n + 1;
+            // Keep line numbers true: the marker line stays, minus the marker.
+            current.push_str(rest);
+            current.push('\n');
+        } else if line == "..." {
+            flush(&mut current, first_line, &mut out);
+            first_line = n + 2;
+        } else {
+            if current.is_empty() {
+                first_line = n + 1;
+            }
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    flush(&mut current, first_line, &mut out);
+    out
+}
+
+/// Parses every document of `text` (the content of `path`).
+pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
+    let mut out = Vec::new();
+    for doc in documents(text) {
+        let error = |line: usize, object: Option<String>, reason: String| {
+            Parsed::Invalid(ManifestError { file: path.to_owned(), document: doc.index, line, object, reason })
+        };
+        let options = serde_saphyr::options! { with_snippet: false };
+        let value: Value = match serde_saphyr::from_str_with_options(&doc.text, options) {
+            Ok(value) => value,
+            Err(e) => {
+                // Report the line in the file, not in the document.
+                let (line, reason) = match e.location() {
+                    Some(at) => {
+                        let line = doc.first_line + at.line() as usize - 1;
+                        let suffix = format!(" at line {}, column {}", at.line(), at.column());
+                        let message = e.to_string();
+                        let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
+                        (line, format!("line {line} column {}: {message}", at.column()))
+                    }
+                    None => (doc.start_line, e.to_string()),
+                };
+                out.push(error(line, None, format!("invalid YAML: {reason}")));
+                continue;
+            }
+        };
+        if value.is_null() {
+            continue;
+        }
+        if kind_of(&value).0 == Some("List") {
+            match value.get("items").and_then(Value::as_array) {
+                Some(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        out.push(match object(item, doc.index, doc.start_line) {
+                            Parsed::Invalid(mut e) => {
+                                e.object =
+                                    Some(format!("item {i}{}", e.object.map(|o| format!(", {o}")).unwrap_or_default()));
+                                Parsed::Invalid(e)
+                            }
+                            parsed => parsed,
+                        });
+                    }
+                }
+                None => out.push(error(doc.start_line, Some("List".into()), "items: must be a list of objects".into())),
+            }
+            continue;
+        }
+        out.push(object(&value, doc.index, doc.start_line));
+    }
+    // `object` does not know the file; errors get it here.
+    for parsed in &mut out {
+        if let Parsed::Invalid(e) = parsed {
+            e.file = path.to_owned();
+        }
+    }
+    out
+}
+
+fn kind_of(value: &Value) -> (Option<&str>, Option<&str>) {
+    (value.get("kind").and_then(Value::as_str), value.get("apiVersion").and_then(Value::as_str))
+}
+
+/// `Service default/web`, as far as the raw document tells.
+fn describe(value: &Value, kind: &str) -> String {
+    let meta = value.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
+    let namespaced = !matches!(kind, "Node" | "ServiceCIDR");
+    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+        _ if !namespaced => format!("{kind} {name}"),
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} default/{name}"),
+    }
+}
+
+/// One object of a document: dispatch on kind and apiVersion, deserialise,
+/// convert. The returned error's `file` is filled in by the caller.
+fn object(value: &Value, document: usize, line: usize) -> Parsed {
+    let invalid = |object: Option<String>, reason: String| {
+        Parsed::Invalid(ManifestError { file: Default::default(), document, line, object, reason })
+    };
+    let (Some(kind), Some(api_version)) = kind_of(value) else {
+        return invalid(None, "not a Kubernetes object: apiVersion and kind must be set".into());
+    };
+    let expected = match kind {
+        "Service" | "Pod" | "Node" | "Endpoints" => &["v1"][..],
+        "EndpointSlice" => &["discovery.k8s.io/v1"][..],
+        "ServiceCIDR" => &["networking.k8s.io/v1", "networking.k8s.io/v1beta1"][..],
+        _ => return Parsed::Skipped { document, line, kind: kind.to_owned() },
+    };
+    let who = describe(value, kind);
+    if !expected.contains(&api_version) {
+        let reason =
+            format!("apiVersion {api_version:?} is not supported for kind {kind} (allowed: {})", expected.join(", "));
+        return invalid(Some(who), reason);
+    }
+    let converted = match kind {
+        "Service" => {
+            typed::<Service>(value).and_then(|s| convert::service(&s).map(Object::Service).map_err(into_reason))
+        }
+        "EndpointSlice" => typed::<EndpointSlice>(value).and_then(|s| convert::endpoint_slice(&s).map_err(into_reason)),
+        "Endpoints" => typed::<Endpoints>(value).and_then(|e| convert::endpoints(&e).map_err(into_reason)),
+        "Pod" => typed::<Pod>(value).and_then(|p| convert::pod(&p).map(Object::Pod).map_err(into_reason)),
+        "Node" => typed::<Node>(value).and_then(|n| convert::node(&n).map(Object::Node).map_err(into_reason)),
+        _ => typed::<ServiceCIDR>(value)
+            .and_then(|c| convert::service_cidr(&c).map(Object::ServiceCidr).map_err(into_reason)),
+    };
+    match converted {
+        Ok(object) => Parsed::Object { document, line, object },
+        Err(reason) => invalid(Some(who), reason),
+    }
+}
+
+fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value.clone()).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+}
+
+/// The object is already named by the caller; keep field and reason.
+fn into_reason(e: convert::InvalidObject) -> String {
+    format!("{}: {}", e.field, e.reason)
+}

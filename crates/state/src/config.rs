@@ -8,8 +8,9 @@ use kproxy_model::IpNet;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum NodePortAddresses {
     /// The node's primary address of each family: `bindAddress` when set,
-    /// else the Node's first InternalIP (or ExternalIP), else the host's
-    /// first global address. Upstream's nftables default.
+    /// else the Node's first InternalIP (or ExternalIP) of that family;
+    /// without a Node object (or one without addresses), the host's first
+    /// global address of each family. Upstream's nftables default.
     #[default]
     Primary,
     /// Every address of the node or the host inside one of these CIDRs; a

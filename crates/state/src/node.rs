@@ -23,17 +23,21 @@ pub fn node_state(config: &StateConfig, node: Option<&NodeInfo>) -> NodeState {
 fn node_port_addresses(config: &StateConfig, node: Option<&NodeInfo>) -> Vec<IpAddr> {
     let node_addresses = node.map(|n| n.addresses.as_slice()).unwrap_or_default();
     let mut out: Vec<IpAddr> = match &config.node_port_addresses {
-        NodePortAddresses::Primary => IpFamily::ALL
-            .into_iter()
-            .filter_map(|family| {
-                let of = |ip: &&IpAddr| IpFamily::of(ip) == family;
-                config
-                    .bind_address
-                    .filter(|ip| IpFamily::of(ip) == family)
-                    .or_else(|| node_addresses.iter().find(of).copied())
-                    .or_else(|| config.host_addresses.iter().filter(of).find(|ip| is_global(ip)).copied())
-            })
-            .collect(),
+        NodePortAddresses::Primary => {
+            // The Node's addresses when it has any (a family it lacks has no
+            // primary address, as upstream); the host's otherwise.
+            let known: Vec<IpAddr> = match node_addresses.is_empty() {
+                false => node_addresses.to_vec(),
+                true => config.host_addresses.iter().copied().filter(is_global).collect(),
+            };
+            IpFamily::ALL
+                .into_iter()
+                .filter_map(|family| {
+                    let of = |ip: &IpAddr| IpFamily::of(ip) == family;
+                    config.bind_address.filter(of).or_else(|| known.iter().copied().find(of))
+                })
+                .collect()
+        }
         NodePortAddresses::Cidrs(cidrs) => {
             let all = node_addresses.iter().chain(&config.host_addresses);
             all.filter(|ip| {

@@ -35,6 +35,14 @@ fn primary_addresses_are_the_nodes_first_internal_ip_per_family() {
 }
 
 #[test]
+fn a_node_without_an_address_of_a_family_has_no_primary_address_of_it() {
+    let mut s = Scenario::new(config(NodePortAddresses::Primary));
+    s.node(node("node-a").address("InternalIP", "192.168.1.10").build());
+    s.sync();
+    assert_eq!(node_ports(&s), ["192.168.1.10"], "the host's IPv6 address is not the node's");
+}
+
+#[test]
 fn without_a_node_object_primary_is_the_hosts_first_global_address() {
     let mut s = Scenario::new(config(NodePortAddresses::Primary));
     s.sync();
@@ -47,9 +55,9 @@ fn bind_address_overrides_the_primary_address_of_its_family() {
         bind_address: Some("10.0.0.5".parse().unwrap()),
         ..config(NodePortAddresses::Primary)
     });
-    s.node(node("node-a").address("InternalIP", "192.168.1.10").build());
+    s.node(node("node-a").address("InternalIP", "192.168.1.10").address("InternalIP", "fd00::7").build());
     s.sync();
-    assert_eq!(node_ports(&s), ["10.0.0.5", "fd00::5"]);
+    assert_eq!(node_ports(&s), ["10.0.0.5", "fd00::7"]);
 }
 
 #[test]

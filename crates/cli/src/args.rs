@@ -1,0 +1,74 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A Kubernetes service proxy: programs this node so that Services'
+/// virtual addresses balance across their pods.
+#[derive(Debug, Parser)]
+#[command(name = "kproxy", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Watch a source of Services and endpoints and keep this node programmed.
+    Run(RunArgs),
+    /// Print the state this node would program from a folder of manifests.
+    State(StateArgs),
+}
+
+/// Where objects come from and how kproxy is configured; shared by `run`
+/// and `state`.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// A folder of Kubernetes manifests (Services, Pods, EndpointSlices,
+    /// Endpoints, Nodes, ServiceCIDRs): standalone mode.
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+
+    /// A KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1).
+    /// Flags given explicitly override its values.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: kproxy_config::Flags,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Sync once, then exit 0 if the sync applied cleanly (1 if not).
+    #[arg(long)]
+    pub once: bool,
+
+    /// Compute and serve the state (/state, /metrics, /healthz) without
+    /// programming anything on this node.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// An aligned table, one row per frontend.
+    #[default]
+    Table,
+    /// The ProxyState as JSON (the same document as the /state endpoint).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Output,
+}

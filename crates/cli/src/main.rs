@@ -1,0 +1,60 @@
+//! `kproxy`: a Kubernetes service proxy.
+//!
+//! The binary is thin: it parses arguments and configuration, wires the
+//! crates together, sets up logging and maps errors to exit codes (0 done,
+//! 1 failed, 64 bad usage or configuration).
+
+mod args;
+mod host;
+mod run;
+mod setup;
+mod state_cmd;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+/// Bad command line or configuration (sysexits' EX_USAGE).
+const EXIT_USAGE: u8 = 64;
+
+/// An error that is the user's to fix (bad flag, bad config): exit 64.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            // Printing help or an error to the terminal; nothing to do if that fails.
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::State(args) => state_cmd::state(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kproxy: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<kproxy_config::ConfigError>().is_some() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

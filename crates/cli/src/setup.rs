@@ -1,0 +1,76 @@
+//! From arguments and configuration to the values the crates take.
+
+use std::net::IpAddr;
+
+use anyhow::Context;
+use kproxy_config::{Config, ProxyMode};
+use kproxy_state::{NodePortAddresses, StateConfig};
+use tracing::warn;
+
+use crate::UsageError;
+use crate::args::Common;
+
+/// Reads the configuration file (if any), applies the flags, starts
+/// logging at the configured verbosity, and logs the warnings for settings
+/// kproxy does not implement.
+pub fn load_config(common: &Common) -> anyhow::Result<Config> {
+    let text = match &common.config {
+        Some(path) => {
+            Some(std::fs::read_to_string(path).with_context(|| format!("--config {}: cannot read", path.display()))?)
+        }
+        None => None,
+    };
+    let loaded = kproxy_config::load(text.as_deref(), &common.flags).map_err(|e| match &common.config {
+        Some(path) => UsageError(format!("--config {}: {e}", path.display())),
+        None => UsageError(e.to_string()),
+    })?;
+    crate::run::init_logging(&loaded.config.logging);
+    for warning in &loaded.warnings {
+        warn!(setting = %warning, "configuration setting has no effect");
+    }
+    Ok(loaded.config)
+}
+
+/// This node's name: `hostnameOverride`, else the host name.
+pub fn node_name(config: &Config) -> String {
+    config.hostname_override.clone().unwrap_or_else(crate::host::hostname)
+}
+
+/// The state pipeline's inputs. `mode` decides what an unset
+/// `nodePortAddresses` means: every address for iptables and IPVS (as
+/// upstream), the primary addresses otherwise (upstream's nftables default).
+pub fn state_config(config: &Config, mode: Option<ProxyMode>, host_addresses: Vec<IpAddr>) -> StateConfig {
+    let node_port_addresses = match &config.node_port_addresses {
+        kproxy_config::NodePortAddresses::Primary => NodePortAddresses::Primary,
+        kproxy_config::NodePortAddresses::Cidrs(cidrs) => NodePortAddresses::Cidrs(cidrs.clone()),
+        kproxy_config::NodePortAddresses::Unset => match mode {
+            Some(ProxyMode::Iptables | ProxyMode::Ipvs) => NodePortAddresses::Cidrs(Vec::new()),
+            _ => NodePortAddresses::Primary,
+        },
+    };
+    StateConfig {
+        node_name: node_name(config),
+        node_port_addresses,
+        host_addresses,
+        bind_address: Some(config.bind_address).filter(|ip| !ip.is_unspecified()),
+        service_cidrs: config.service_cidrs.clone(),
+        endpoint_controller: true,
+        node_required: false,
+    }
+}
+
+/// The source kproxy reads from. Only manifest folders exist so far.
+pub fn manifests_dir(common: &Common) -> anyhow::Result<&std::path::Path> {
+    if let Some(dir) = &common.manifests {
+        return Ok(dir);
+    }
+    if common.flags.kubeconfig.is_some() || common.flags.master.is_some() {
+        warn!("--kubeconfig and --master need the Kubernetes API source, which this build does not have yet");
+    }
+    Err(UsageError(
+        "no source of Services: pass --manifests DIR (a folder of Kubernetes manifests); \
+         reading from a Kubernetes API server is not implemented yet"
+            .into(),
+    )
+    .into())
+}

@@ -1,0 +1,164 @@
+//! The `kproxy` binary end to end: exit codes, messages, outputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kproxy(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kproxy")).args(args).env_remove("RUST_LOG").output().expect("the binary runs")
+}
+
+fn example() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/basic").display().to_string()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const CONFIG_HEAD: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n";
+
+#[test]
+fn state_prints_one_row_per_frontend_of_the_example() {
+    let out = kproxy(&["state", "--manifests", &example(), "--hostname-override", "node-a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(table.starts_with("node node-a (zone zone-1); node ports on 192.168.1.10;"), "{table}");
+    let web_public: Vec<&str> = table.lines().filter(|l| l.starts_with("default/web-public ")).collect();
+    assert_eq!(web_public.len(), 2, "{table}");
+    assert!(web_public[1].contains("192.168.1.10:30080  NodePort"), "{table}");
+}
+
+#[test]
+fn state_json_is_the_proxy_state() {
+    let out = kproxy(&["state", "--manifests", &example(), "--hostname-override", "node-a", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(json["node"]["name"], "node-a");
+    let ports = json["ipv4"]["servicePorts"].as_array().unwrap();
+    let dns =
+        ports.iter().find(|p| p["name"]["service"]["name"] == "kube-dns" && p["name"]["protocol"] == "UDP").unwrap();
+    assert_eq!(dns["clusterEndpoints"][0]["ip"], "10.244.2.53");
+    assert_eq!(dns["frontends"][0]["kind"], "ClusterIp");
+}
+
+#[test]
+fn a_malformed_document_is_reported_and_everything_else_still_served() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "good.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n",
+    );
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.2, ports: [{port: 99999}]}\n",
+    );
+    let out = kproxy(&["state", "--manifests", &dir.path().display().to_string(), "--hostname-override", "n"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("default/good  80/TCP  10.96.0.1:80"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("default/bad"));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {}: document 1 (line 1): Service default/bad: spec.ports[0].port: 99999 is out of range (allowed: 1-65535)\n\
+             1 document(s) skipped\n",
+            bad.display()
+        )
+    );
+}
+
+#[test]
+fn a_bad_config_file_exits_64_naming_the_field_and_the_allowed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "c.yaml", &format!("{CONFIG_HEAD}iptables:\n  masqueradeBitt: 3\n"));
+    let out = kproxy(&["state", "--manifests", &example(), "--config", &config.display().to_string()]);
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kproxy: --config {}: iptables.masqueradeBitt: unknown field (allowed: masqueradeBit, masqueradeAll, \
+             localhostNodePorts, syncPeriod, minSyncPeriod)\n",
+            config.display()
+        )
+    );
+    let config = write(dir.path(), "d.yaml", &format!("{CONFIG_HEAD}detectLocalMode: Magic\n"));
+    let out = kproxy(&["run", "--manifests", &example(), "--config", &config.display().to_string()]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        stderr(&out).ends_with(
+            "detectLocalMode: unsupported value \"Magic\" (allowed: ClusterCIDR, NodeCIDR, BridgeInterface, \
+             InterfaceNamePrefix, or empty for ClusterCIDR)\n"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_bad_flag_value_exits_64_naming_the_flag() {
+    let out = kproxy(&["run", "--manifests", &example(), "--iptables-masquerade-bit", "40"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(stderr(&out), "kproxy: --iptables-masquerade-bit: 40 is out of range (allowed: 0-31)\n");
+    let out = kproxy(&["run", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(64));
+}
+
+#[test]
+fn a_mode_this_build_lacks_is_refused_with_the_alternative() {
+    let out = kproxy(&["run", "--manifests", &example(), "--proxy-mode", "nftables"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(
+        stderr(&out),
+        "kproxy: --proxy-mode nftables: not available in this build yet (available: none; --dry-run computes and \
+         serves the state without programming the node)\n"
+    );
+}
+
+#[test]
+fn run_without_a_source_says_what_to_pass() {
+    let out = kproxy(&["run"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("no source of Services: pass --manifests DIR"), "{}", stderr(&out));
+}
+
+#[test]
+fn run_once_in_dry_run_syncs_the_example_and_exits_zero() {
+    let out =
+        kproxy(&["run", "--manifests", &example(), "--hostname-override", "node-a", "--dry-run", "--once", "--v", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(log.contains("would serve 7 service ports on 11 frontends (2 node ports) over 11 endpoints"), "{log}");
+}
+
+#[test]
+fn a_missing_manifest_folder_is_a_usage_error() {
+    let out = kproxy(&["run", "--manifests", "/nonexistent/kproxy", "--once", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(stderr(&out), "kproxy: --manifests /nonexistent/kproxy: not a directory\n");
+}
+
+#[test]
+fn logging_format_json_writes_one_json_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "c.yaml", &format!("{CONFIG_HEAD}logging:\n  format: json\n"));
+    let out =
+        kproxy(&["run", "--manifests", &example(), "--config", &config.display().to_string(), "--once", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(log.lines().count() >= 2, "{log}");
+    for line in log.lines() {
+        let entry: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(entry["level"].is_string(), "{line}");
+    }
+}

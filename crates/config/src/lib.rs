@@ -1,0 +1,81 @@
+//! kube-proxy's configuration, read the way upstream reads it.
+//!
+//! This crate owns `KubeProxyConfiguration` v1alpha1 (the file kubeadm puts
+//! in the kube-proxy ConfigMap), kube-proxy's configuration flags, upstream's
+//! defaults and validation, and the resolved [`Config`] the rest of kproxy
+//! reads. It is pure: the caller reads the file and parses the command line,
+//! and passes the text and the [`Flags`] to [`load`].
+//!
+//! Differences from upstream, all deliberate:
+//! - A flag that is given overrides the file (upstream ignores most flags
+//!   once `--config` is given).
+//! - `userspace` is an extra mode; `kernelspace` (Windows) is rejected.
+//! - Errors name the JSON path (`iptables.masqueradeBit`) or the flag, and
+//!   the first error found is reported.
+//! - A known setting kproxy does not act on yet is a [`Warning`], not silence.
+
+mod addr;
+mod config;
+mod defaults;
+mod document;
+mod duration;
+mod error;
+mod flags;
+mod overlay;
+mod resolve;
+mod support;
+pub mod wire;
+
+use std::fmt;
+
+pub use config::{
+    ClientConnection, Config, Conntrack, DetectLocalMode, Ipvs, LogFormat, Logging, NodePortAddresses, ProxyMode,
+};
+pub use duration::{GoDuration, ParseDurationError};
+pub use error::ConfigError;
+pub use flags::Flags;
+
+/// A known setting that was given but has no effect in kproxy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// JSON path (`conntrack.maxPerCore`) or flag (`--conntrack-min`).
+    pub name: String,
+    /// Why it has no effect, ending in "ignored".
+    pub reason: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name, self.reason)
+    }
+}
+
+/// The outcome of [`load`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    /// The resolved configuration.
+    pub config: Config,
+    /// Settings that were given but are not acted on; the caller logs them.
+    pub warnings: Vec<Warning>,
+}
+
+/// Reads the configuration: the file's text (YAML or JSON) if there is
+/// one, upstream's defaults, then the given flags on top, validated.
+pub fn load(file: Option<&str>, flags: &Flags) -> Result<Loaded, ConfigError> {
+    let (mut wire, present) = match file {
+        Some(text) => {
+            let doc = document::parse(text)?;
+            (doc.config, doc.present)
+        }
+        None => (wire::KubeProxyConfiguration::default(), Vec::new()),
+    };
+    defaults::apply(&mut wire);
+    let overlay = overlay::apply(flags, &mut wire, file.is_some())?;
+    let config = resolve::resolve(&wire, &overlay)?;
+    // A mode-specific warning about a setting says more than the generic
+    // one: keep only the former.
+    let mut warnings = support::warnings(&present, &flags.given());
+    warnings.retain(|w| !overlay.warnings.iter().any(|o| o.name == w.name));
+    warnings.extend(overlay.warnings);
+    Ok(Loaded { config, warnings })
+}

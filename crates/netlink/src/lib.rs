@@ -1,0 +1,19 @@
+//! The kernel edge: everything kproxy says to the kernel over netlink.
+//!
+//! For now, reading the host's addresses (for node ports). This crate owns
+//! sockets and kernel encodings; it makes no policy decisions.
+
+mod addresses;
+
+pub use addresses::host_addresses;
+
+/// A netlink request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetlinkError {
+    /// Opening the rtnetlink socket failed.
+    #[error("cannot open an rtnetlink socket")]
+    Connect(#[source] std::io::Error),
+    /// The kernel rejected or broke off an address dump.
+    #[error("listing addresses failed")]
+    ListAddresses(#[source] rtnetlink::Error),
+}

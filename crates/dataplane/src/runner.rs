@@ -199,12 +199,13 @@ impl Runner {
         let full_due = self.last_full.is_none_or(|t| now.duration_since(t) >= self.config.full_sync_period);
         let kind = if self.next_full || full_due { SyncKind::Full } else { SyncKind::Partial };
         let span = info_span!("sync", mode = self.dataplane.mode(), full = kind == SyncKind::Full);
+        let (services, endpoints) = (self.unapplied.service_changes, self.unapplied.endpoint_changes);
         let request = SyncRequest { state: self.builder.state(), changes: &self.unapplied, kind };
         let result = self.dataplane.sync(request).instrument(span).await;
         let took = now.elapsed();
         match result {
             Ok(report) => {
-                debug!(took_ms = took.as_millis() as u64, summary = %report.summary, "sync applied");
+                debug!(took_ms = took.as_millis() as u64, services, endpoints, summary = %report.summary, "sync applied");
                 self.succeeded(now, kind, took);
                 Ok(())
             }

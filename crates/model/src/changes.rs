@@ -77,8 +77,10 @@ mod tests {
     #[test]
     fn merge_keeps_both_sides() {
         let name = |p: &str| ServicePortName::new(ServiceName::new("ns", "svc"), p, Protocol::Udp);
-        let stale =
-            StaleUdpEndpoint { frontend: "10.0.0.1:53".parse().unwrap(), endpoint: "10.1.0.1:53".parse().unwrap() };
+        let stale = StaleUdpEndpoint {
+            frontend: "10.0.0.1:53".parse().expect("literal"),
+            endpoint: "10.1.0.1:53".parse().expect("literal"),
+        };
         let mut a = Changes { service_changes: 1, ..Changes::default() };
         a.service_ports.insert((IpFamily::V4, name("a")));
         let mut b = Changes { endpoint_changes: 2, node: true, ..Changes::default() };

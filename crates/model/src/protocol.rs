@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn family_of_address() {
-        assert_eq!(IpFamily::of(&"10.0.0.1".parse().unwrap()), IpFamily::V4);
-        assert_eq!(IpFamily::of(&"fd00::1".parse().unwrap()), IpFamily::V6);
+        assert_eq!(IpFamily::of(&"10.0.0.1".parse().expect("literal")), IpFamily::V4);
+        assert_eq!(IpFamily::of(&"fd00::1".parse().expect("literal")), IpFamily::V6);
     }
 }

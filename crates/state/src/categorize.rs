@@ -116,3 +116,57 @@ fn available(c: &Candidate, topology: Topology, here: Locality<'_>) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn candidate() -> impl Strategy<Value = Candidate> {
+        (0u8..16, any::<bool>(), any::<bool>(), any::<bool>(), prop::option::of(0u8..3), prop::option::of(0u8..3))
+            .prop_map(|(host, ready, serving, terminating, node, zone)| Candidate {
+                ip: IpAddr::from([10, 0, 0, host]),
+                port: 80,
+                // An endpoint the API would never publish (ready but not
+                // serving) is still possible from a hand-written slice.
+                ready,
+                serving,
+                terminating,
+                node_name: node.map(|n| format!("node-{n}")),
+                hints: zone.map(|z| Hints { for_zones: vec![format!("zone-{z}")], for_nodes: Vec::new() }),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn sets_hold_only_usable_endpoints(candidates in prop::collection::vec(candidate(), 0..12)) {
+            let here = Locality { node_name: "node-0", zone: Some("zone-0") };
+            let sets = categorize(&candidates, here);
+            let any_ready = candidates.iter().any(|c| c.ready);
+            for e in &sets.cluster {
+                let usable = if any_ready { e.ready } else { e.serving && e.terminating };
+                prop_assert!(usable, "{:?}", e);
+            }
+            let any_local_ready = candidates.iter().any(|c| c.ready && c.node_name.as_deref() == Some("node-0"));
+            for e in &sets.local {
+                prop_assert!(e.local);
+                let usable = if any_local_ready { e.ready } else { e.serving && e.terminating };
+                prop_assert!(usable, "{:?}", e);
+            }
+            // Some ready endpoint always means a non-empty cluster set:
+            // topology only narrows when it keeps at least one.
+            prop_assert_eq!(any_ready, sets.cluster.iter().any(|e| e.ready));
+        }
+
+        #[test]
+        fn without_hints_every_ready_endpoint_is_in_the_cluster_set(candidates in prop::collection::vec(candidate(), 0..12)) {
+            let candidates: Vec<Candidate> = candidates.into_iter().map(|c| Candidate { hints: None, ..c }).collect();
+            let sets = categorize(&candidates, Locality { node_name: "node-0", zone: Some("zone-0") });
+            let ready = candidates.iter().filter(|c| c.ready).count();
+            if ready > 0 {
+                prop_assert_eq!(sets.cluster.len(), ready);
+            }
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! Service (v1) to [`ServiceInfo`].
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Service, ServicePort as K8sServicePort};
+use k8s_openapi::api::core::v1::{Service, ServicePort as K8sServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kproxy_model::{IpFamily, ServiceName, SessionAffinity, TrafficPolicy};
 
@@ -30,34 +31,12 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
     if type_ == "ExternalName" {
         return Ok(ServiceInfo::ignored(name, IgnoreReason::ExternalName));
     }
-
-    // `clusterIPs` is authoritative; old objects may only have `clusterIP`.
-    let (ips_field, raw_ips): (&str, Vec<&str>) = match spec.cluster_ips.as_deref() {
-        Some(ips) if !ips.is_empty() => ("spec.clusterIPs", ips.iter().map(String::as_str).collect()),
-        _ => ("spec.clusterIP", spec.cluster_ip.as_deref().into_iter().collect()),
-    };
-    if raw_ips.first() == Some(&"None") {
+    let Some(cluster_ips) = cluster_ips(&f, spec)? else {
         return Ok(ServiceInfo::ignored(name, IgnoreReason::Headless));
-    }
-    if raw_ips.iter().all(|ip| ip.is_empty()) {
-        return Err(f.invalid(
-            "spec.clusterIP",
-            "must be set to an IP address (or \"None\" for a headless service); without an API server nothing allocates one",
-        ));
-    }
-    let mut cluster_ips = Vec::new();
-    for (i, raw) in raw_ips.iter().enumerate() {
-        let field = if ips_field == "spec.clusterIPs" { format!("{ips_field}[{i}]") } else { ips_field.to_owned() };
-        let ip = f.ip(&field, raw)?;
-        if cluster_ips.iter().any(|other| IpFamily::of(other) == IpFamily::of(&ip)) {
-            return Err(f.invalid(field, format!("a second {} address; at most one per family", IpFamily::of(&ip))));
-        }
-        cluster_ips.push(ip);
-    }
+    };
 
     let node_ports_allowed = matches!(type_, "NodePort" | "LoadBalancer");
     let ports = ports(&f, spec.ports.as_deref().unwrap_or_default())?;
-
     let external_ips = spec
         .external_ips
         .iter()
@@ -65,21 +44,7 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         .enumerate()
         .map(|(i, ip)| f.ip(format!("spec.externalIPs[{i}]"), ip))
         .collect::<Result<Vec<_>, _>>()?;
-
-    let mut load_balancer_ips = Vec::new();
-    if type_ == "LoadBalancer" {
-        let ingress = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
-        for (i, ingress) in ingress.into_iter().flatten().enumerate() {
-            // `ipMode: Proxy`: the load balancer proxies to node ports itself;
-            // claiming the address on the node would bypass it.
-            if ingress.ip_mode.as_deref() == Some("Proxy") {
-                continue;
-            }
-            if let Some(ip) = ingress.ip.as_deref().filter(|ip| !ip.is_empty()) {
-                load_balancer_ips.push(f.ip(format!("status.loadBalancer.ingress[{i}].ip"), ip)?);
-            }
-        }
-    }
+    let load_balancer_ips = if type_ == "LoadBalancer" { load_balancer_ips(&f, svc)? } else { Vec::new() };
     let load_balancer_source_ranges = spec
         .load_balancer_source_ranges
         .iter()
@@ -87,27 +52,6 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         .enumerate()
         .map(|(i, cidr)| f.cidr(format!("spec.loadBalancerSourceRanges[{i}]"), cidr))
         .collect::<Result<Vec<_>, _>>()?;
-
-    let affinity = f.one_of("spec.sessionAffinity", spec.session_affinity.as_deref(), &["None", "ClientIP"], "None")?;
-    let session_affinity = match affinity {
-        "ClientIP" => {
-            let timeout = spec
-                .session_affinity_config
-                .as_ref()
-                .and_then(|c| c.client_ip.as_ref())
-                .and_then(|c| c.timeout_seconds);
-            let field = "spec.sessionAffinityConfig.clientIP.timeoutSeconds";
-            let timeout_seconds = match timeout {
-                None => DEFAULT_AFFINITY_TIMEOUT_SECONDS,
-                Some(t) => u32::try_from(t)
-                    .ok()
-                    .filter(|t| (1..=MAX_AFFINITY_TIMEOUT_SECONDS).contains(t))
-                    .ok_or_else(|| f.invalid(field, format!("{t} is out of range (allowed: 1-86400)")))?,
-            };
-            Some(SessionAffinity { timeout_seconds })
-        }
-        _ => None,
-    };
 
     let policy = |field: &str, value: Option<&str>| {
         f.one_of(field, value, &["Cluster", "Local"], "Cluster")
@@ -138,12 +82,78 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         external_ips,
         load_balancer_ips,
         load_balancer_source_ranges,
-        session_affinity,
+        session_affinity: session_affinity(&f, spec)?,
         internal_traffic_policy,
         external_traffic_policy,
         health_check_node_port,
         publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
     })
+}
+
+/// The cluster IPs, at most one per family; `None` for a headless service.
+/// `clusterIPs` is authoritative; old objects may only have `clusterIP`.
+fn cluster_ips(f: &Fields, spec: &ServiceSpec) -> Result<Option<Vec<IpAddr>>, InvalidObject> {
+    let (field, raw): (&str, Vec<&str>) = match spec.cluster_ips.as_deref() {
+        Some(ips) if !ips.is_empty() => ("spec.clusterIPs", ips.iter().map(String::as_str).collect()),
+        _ => ("spec.clusterIP", spec.cluster_ip.as_deref().into_iter().collect()),
+    };
+    if raw.first() == Some(&"None") {
+        return Ok(None);
+    }
+    if raw.iter().all(|ip| ip.is_empty()) {
+        return Err(f.invalid(
+            "spec.clusterIP",
+            "must be set to an IP address (or \"None\" for a headless service); without an API server nothing allocates one",
+        ));
+    }
+    let mut ips = Vec::new();
+    for (i, value) in raw.iter().enumerate() {
+        let field = if field == "spec.clusterIPs" { format!("{field}[{i}]") } else { field.to_owned() };
+        let ip = f.ip(&field, value)?;
+        if ips.iter().any(|other| IpFamily::of(other) == IpFamily::of(&ip)) {
+            return Err(f.invalid(field, format!("a second {} address; at most one per family", IpFamily::of(&ip))));
+        }
+        ips.push(ip);
+    }
+    Ok(Some(ips))
+}
+
+/// `status.loadBalancer.ingress[].ip`, without hostname-only entries and
+/// without `ipMode: Proxy` ones (the load balancer proxies to node ports
+/// itself; claiming the address on the node would bypass it).
+fn load_balancer_ips(f: &Fields, svc: &Service) -> Result<Vec<IpAddr>, InvalidObject> {
+    let ingress = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref());
+    let mut ips = Vec::new();
+    for (i, ingress) in ingress.into_iter().flatten().enumerate() {
+        if ingress.ip_mode.as_deref() == Some("Proxy") {
+            continue;
+        }
+        if let Some(ip) = ingress.ip.as_deref().filter(|ip| !ip.is_empty()) {
+            ips.push(f.ip(format!("status.loadBalancer.ingress[{i}].ip"), ip)?);
+        }
+    }
+    Ok(ips)
+}
+
+fn session_affinity(f: &Fields, spec: &ServiceSpec) -> Result<Option<SessionAffinity>, InvalidObject> {
+    let affinity = f.one_of("spec.sessionAffinity", spec.session_affinity.as_deref(), &["None", "ClientIP"], "None")?;
+    if affinity != "ClientIP" {
+        return Ok(None);
+    }
+    let timeout =
+        spec.session_affinity_config.as_ref().and_then(|c| c.client_ip.as_ref()).and_then(|c| c.timeout_seconds);
+    let timeout_seconds = match timeout {
+        None => DEFAULT_AFFINITY_TIMEOUT_SECONDS,
+        Some(t) => {
+            u32::try_from(t).ok().filter(|t| (1..=MAX_AFFINITY_TIMEOUT_SECONDS).contains(t)).ok_or_else(|| {
+                f.invalid(
+                    "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                    format!("{t} is out of range (allowed: 1-86400)"),
+                )
+            })?
+        }
+    };
+    Ok(Some(SessionAffinity { timeout_seconds }))
 }
 
 fn ports(f: &Fields, ports: &[K8sServicePort]) -> Result<Vec<PortInfo>, InvalidObject> {

@@ -1,0 +1,96 @@
+//! `kproxy run` as a process: it serves the admin endpoints and follows
+//! changes to the manifest folder.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `GET path` on 127.0.0.1:port: (status, body), or None if not answering.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_owned();
+    Some((status, body))
+}
+
+/// Polls until `check` holds, for at most 20 s.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Kills the child (by its own handle) when the test ends, pass or fail.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn service(name: &str, ip: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec: {{clusterIP: {ip}, ports: [{{port: 80}}]}}\n"
+    )
+}
+
+fn service_names(state: &str) -> Vec<String> {
+    let json: serde_json::Value = serde_json::from_str(state).unwrap();
+    let ports = json["ipv4"]["servicePorts"].as_array().unwrap();
+    ports.iter().map(|p| p["name"]["service"]["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn run_serves_state_and_health_and_follows_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.yaml"), service("alpha", "10.96.0.1")).unwrap();
+    let (healthz, metrics) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
+        .args(["run", "--manifests", &dir.path().display().to_string(), "--hostname-override", "node-a"])
+        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
+        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+        .args(["--iptables-min-sync-period", "100ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _running = Running(child);
+
+    eventually("the first sync", || get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["alpha"]));
+    let (status, body) = get(healthz, "/healthz").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""nodeEligible":true"#), "{body}");
+    assert_eq!(get(metrics, "/proxyMode").unwrap().1, "dry-run");
+
+    std::fs::write(dir.path().join("b.yaml"), service("beta", "10.96.0.2")).unwrap();
+    std::fs::write(dir.path().join("bad.yaml"), service("gamma", "not-an-ip")).unwrap();
+    eventually("beta to be served", || {
+        get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["alpha", "beta"])
+    });
+    eventually("the bad document to be counted", || {
+        get(metrics, "/metrics").is_some_and(|(_, body)| body.contains("kproxy_manifest_invalid_documents_total 1"))
+    });
+    std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    eventually("alpha to go", || get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["beta"]));
+    let (_, body) = get(metrics, "/metrics").unwrap();
+    assert!(body.contains("kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"}"), "{body}");
+    assert!(Path::new(dir.path()).exists());
+}

@@ -225,3 +225,24 @@ async fn changes_on_disk_reach_the_state_and_bad_documents_are_counted() {
     drop(rx);
     task.abort();
 }
+
+#[test]
+fn an_unreadable_file_keeps_its_objects_and_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "web.yaml", WEB);
+    let mut folder = Folder::new(dir.path()).unwrap();
+    folder.reload().unwrap();
+    // Not valid UTF-8: read_to_string fails as it would on a permission error.
+    std::fs::write(dir.path().join("web.yaml"), [0xff, 0xfe, 0x00]).unwrap();
+    let reload = folder.reload().unwrap();
+    assert!(reload.events.is_empty(), "{:?}", reload.events);
+    assert_eq!(reload.errors.len(), 1);
+    assert!(
+        reload.errors[0].to_string().ends_with("web.yaml: cannot read: stream did not contain valid UTF-8"),
+        "{}",
+        reload.errors[0]
+    );
+    assert!(folder.reload().unwrap().errors.is_empty(), "reported once");
+    write(dir.path(), "web.yaml", &WEB.replace("10.96.0.10", "10.96.0.12"));
+    assert_eq!(applied(&folder.reload().unwrap().events), ["Service default/web"]);
+}

@@ -43,7 +43,8 @@ pub struct StateBuilder {
     selecting: BTreeSet<ServiceName>,
     /// Services whose derived endpoints must be recomputed.
     derive_pending: BTreeSet<ServiceName>,
-    nodes: HashMap<String, NodeInfo>,
+    /// This node's Node object.
+    node: Option<NodeInfo>,
     node_pending: bool,
     service_cidr_objects: BTreeMap<String, Vec<IpNet>>,
     cidrs_pending: bool,
@@ -67,7 +68,7 @@ impl StateBuilder {
             pods: BTreeMap::new(),
             selecting: BTreeSet::new(),
             derive_pending: BTreeSet::new(),
-            nodes: HashMap::new(),
+            node: None,
             node_pending: true,
             service_cidr_objects: BTreeMap::new(),
             cidrs_pending: false,
@@ -132,7 +133,9 @@ impl StateBuilder {
                     self.selecting.remove(&name);
                 }
                 self.services.upsert(name.clone(), info);
-                self.derive_pending.insert(name);
+                if self.config.endpoint_controller {
+                    self.derive_pending.insert(name);
+                }
             }
             Object::Slice { key, info, trigger_time } => {
                 self.counts.endpoint_events += 1;
@@ -146,16 +149,12 @@ impl StateBuilder {
                 let old = self.pods.insert(id, pod.clone());
                 self.pod_changed(old.as_ref(), Some(&pod));
             }
+            // Only this node matters; a manifest folder may list others.
             Object::Node(node) => {
                 if node.name == self.config.node_name {
+                    self.node = Some(node);
                     self.node_pending = true;
                 }
-                let old_zone = self.nodes.get(&node.name).map(|n| n.zone.clone());
-                if self.config.endpoint_controller && old_zone != Some(node.zone.clone()) {
-                    // Derived endpoints carry their Pod's node zone.
-                    self.derive_pending.extend(self.selecting.iter().cloned());
-                }
-                self.nodes.insert(node.name.clone(), node);
             }
             Object::ServiceCidr(cidr) => {
                 self.service_cidr_objects.insert(cidr.name, cidr.cidrs);
@@ -171,7 +170,9 @@ impl StateBuilder {
                 let name = ServiceName::new(&key.namespace, &key.name);
                 self.selecting.remove(&name);
                 self.services.delete(&name);
-                self.derive_pending.insert(name);
+                if self.config.endpoint_controller {
+                    self.derive_pending.insert(name);
+                }
             }
             Kind::EndpointSlice | Kind::Endpoints => {
                 self.counts.endpoint_events += 1;
@@ -184,9 +185,9 @@ impl StateBuilder {
             }
             Kind::Node => {
                 if key.name == self.config.node_name {
+                    self.node = None;
                     self.node_pending = true;
                 }
-                self.nodes.remove(&key.name);
             }
             Kind::ServiceCidr => {
                 self.service_cidr_objects.remove(&key.name);
@@ -243,7 +244,7 @@ impl StateBuilder {
         let mut dirty: BTreeSet<ServiceName> = BTreeSet::new();
 
         if std::mem::take(&mut self.node_pending) {
-            let node = node_state(&self.config, self.nodes.get(&self.config.node_name));
+            let node = node_state(&self.config, self.node.as_ref());
             if node != self.state.node {
                 changes.node = true;
                 let topology_changed = node.zone != self.state.node.zone
@@ -283,7 +284,7 @@ impl StateBuilder {
                     let start = (name.namespace.clone(), String::new());
                     let pods =
                         self.pods.range(start..).take_while(|((ns, _), _)| *ns == name.namespace).map(|(_, p)| p);
-                    let derived = controller::derive(service, pods, |node| self.nodes.get(node));
+                    let derived = controller::derive(service, pods);
                     self.upsert_slice(key, derived);
                 }
                 None => self.delete_slice(&key),
@@ -299,13 +300,15 @@ impl StateBuilder {
             Some(service) => service_ports(service, slices, &self.state.node),
             None => Vec::new(),
         };
-        for family in IpFamily::ALL {
+        let mut by_family: [BTreeMap<ServicePortName, ServicePort>; 2] = Default::default();
+        for port in new_ports {
+            by_family[usize::from(port.family == IpFamily::V6)].insert(port.name.clone(), port);
+        }
+        for (family, mut new_of_family) in IpFamily::ALL.into_iter().zip(by_family) {
             let map = &mut self.state.family_mut(family).service_ports;
             let start = ServicePortName::first_of(name.clone());
             let old_names: Vec<ServicePortName> =
                 map.range(start..).take_while(|(k, _)| k.service == *name).map(|(k, _)| k.clone()).collect();
-            let mut new_of_family: BTreeMap<ServicePortName, ServicePort> =
-                new_ports.iter().filter(|p| p.family == family).map(|p| (p.name.clone(), p.clone())).collect();
             for old_name in old_names {
                 let new = new_of_family.remove(&old_name);
                 let old = map.get(&old_name).cloned();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::info::{EndpointGroup, NodeInfo, PodInfo, ServiceInfo, SliceEndpoint, SliceInfo, SlicePort, TargetPort};
+use crate::info::{EndpointGroup, PodInfo, ServiceInfo, SliceEndpoint, SliceInfo, SlicePort, TargetPort};
 
 /// Does `pod` carry every label of `selector`?
 pub fn selects(selector: &BTreeMap<String, String>, pod: &PodInfo) -> bool {
@@ -15,13 +15,9 @@ pub fn selects(selector: &BTreeMap<String, String>, pod: &PodInfo) -> bool {
 ///
 /// Pods are grouped by how their named target ports resolve, like the real
 /// controller's slices. Unlike the real controller, a Pod whose Node is not
-/// known still counts (a manifest folder rarely lists nodes); it just has no
-/// zone.
-pub fn derive<'a>(
-    service: &ServiceInfo,
-    pods: impl IntoIterator<Item = &'a PodInfo>,
-    node: impl Fn(&str) -> Option<&'a NodeInfo>,
-) -> SliceInfo {
+/// known still counts (a manifest folder rarely lists nodes), and no
+/// topology hints are written (`trafficDistribution` is not implemented).
+pub fn derive<'a>(service: &ServiceInfo, pods: impl IntoIterator<Item = &'a PodInfo>) -> SliceInfo {
     let selector = service.selector.as_ref();
     let mut groups: BTreeMap<Vec<SlicePort>, Vec<SliceEndpoint>> = BTreeMap::new();
     for pod in pods {
@@ -44,7 +40,6 @@ pub fn derive<'a>(
         if ports.is_empty() {
             continue;
         }
-        let zone = pod.node_name.as_deref().and_then(&node).and_then(|n| n.zone.clone());
         let serving = pod.ready;
         let ready = service.publish_not_ready_addresses || (serving && !pod.terminating);
         let endpoints = groups.entry(ports).or_default();
@@ -55,7 +50,6 @@ pub fn derive<'a>(
                 serving,
                 terminating: pod.terminating,
                 node_name: pod.node_name.clone(),
-                zone: zone.clone(),
                 hints: None,
             });
         }

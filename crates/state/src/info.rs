@@ -117,7 +117,6 @@ pub struct SliceEndpoint {
     pub serving: bool,
     pub terminating: bool,
     pub node_name: Option<String>,
-    pub zone: Option<String>,
     pub hints: Option<Hints>,
 }
 

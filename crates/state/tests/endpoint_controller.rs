@@ -149,7 +149,7 @@ fn a_pod_relabelled_out_of_the_selector_leaves_and_a_deleted_pod_goes() {
 }
 
 #[test]
-fn derived_endpoints_carry_node_and_zone_of_the_pod() {
+fn derived_endpoints_are_local_when_their_pod_runs_on_this_node() {
     let mut s = Scenario::standalone();
     s.node(node("node-a").zone("z1").build());
     s.service(web().port("http", "TCP", 80).build());

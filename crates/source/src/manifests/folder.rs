@@ -48,6 +48,8 @@ pub struct Folder {
     active: BTreeMap<ObjectKey, Defined>,
     /// Duplicate definitions already reported: (key, file, document).
     duplicates: BTreeSet<(ObjectKey, PathBuf, usize)>,
+    /// Files that could not be read, already reported.
+    unreadable: BTreeSet<PathBuf>,
 }
 
 impl Folder {
@@ -55,7 +57,13 @@ impl Folder {
         if !dir.is_dir() {
             return Err(SourceError::NotADirectory { path: dir.to_owned() });
         }
-        Ok(Self { dir: dir.to_owned(), files: BTreeMap::new(), active: BTreeMap::new(), duplicates: BTreeSet::new() })
+        Ok(Self {
+            dir: dir.to_owned(),
+            files: BTreeMap::new(),
+            active: BTreeMap::new(),
+            duplicates: BTreeSet::new(),
+            unreadable: BTreeSet::new(),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -68,20 +76,21 @@ impl Folder {
         let paths = manifest_files(&self.dir)?;
         reload.files = paths.len();
         self.files.retain(|path, _| paths.contains(path));
+        self.unreadable.retain(|path| paths.contains(path));
         for path in &paths {
             let text = match std::fs::read_to_string(path) {
-                Ok(text) => text,
+                Ok(text) => {
+                    self.unreadable.remove(path);
+                    text
+                }
                 Err(e) => {
                     // Unreadable now (being rewritten, permissions): keep
-                    // what it defined before.
-                    let reason = format!("cannot read: {e}");
-                    reload.errors.push(ManifestError {
-                        file: path.clone(),
-                        document: 0,
-                        line: 0,
-                        object: None,
-                        reason,
-                    });
+                    // what it defined before, and say so once.
+                    if self.unreadable.insert(path.clone()) {
+                        let reason = format!("cannot read: {e}");
+                        let error = ManifestError { file: path.clone(), document: 0, line: 0, object: None, reason };
+                        reload.errors.push(error);
+                    }
                     continue;
                 }
             };

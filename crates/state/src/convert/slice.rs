@@ -79,7 +79,6 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
             serving: conditions.and_then(|c| c.serving).unwrap_or(ready),
             terminating: conditions.and_then(|c| c.terminating).unwrap_or(false),
             node_name: ep.node_name.clone().filter(|n| !n.is_empty()),
-            zone: ep.zone.clone().filter(|z| !z.is_empty()),
             hints: hints.filter(|h| !h.for_zones.is_empty() || !h.for_nodes.is_empty()),
         });
     }
@@ -128,7 +127,6 @@ fn legacy_endpoint(
         serving: ready,
         terminating: false,
         node_name: address.node_name.clone().filter(|n| !n.is_empty()),
-        zone: None,
         hints: None,
     })
 }

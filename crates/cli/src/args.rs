@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// A Kubernetes service proxy: programs this node so that Services'
 /// virtual addresses balance across their pods.
 #[derive(Debug, Parser)]
-#[command(name = "kproxy", version, about, max_term_width = 100)]
+#[command(name = "kproxy", version, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

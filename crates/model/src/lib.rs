@@ -10,6 +10,7 @@ mod endpoint;
 mod frontend;
 mod name;
 mod protocol;
+mod scheduler;
 mod service_port;
 mod state;
 
@@ -19,5 +20,6 @@ pub use frontend::{Frontend, FrontendKind};
 pub use ipnet::IpNet;
 pub use name::{ServiceName, ServicePortName};
 pub use protocol::{IpFamily, Protocol};
+pub use scheduler::Scheduler;
 pub use service_port::{ServicePort, SessionAffinity, TrafficPolicy};
 pub use state::{FamilyState, NodeState, ProxyState};

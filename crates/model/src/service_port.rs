@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::{Endpoint, Frontend, FrontendKind, IpFamily, ServicePortName};
+use crate::{Endpoint, Frontend, FrontendKind, IpFamily, Scheduler, ServicePortName};
 
 /// `internalTrafficPolicy` / `externalTrafficPolicy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -45,6 +45,9 @@ pub struct ServicePort {
     /// `Cluster` for services not reachable from outside the cluster.
     pub external_traffic_policy: TrafficPolicy,
     pub session_affinity: Option<SessionAffinity>,
+    /// From the `kproxy.io/scheduler` annotation; `None` is the mode's
+    /// default.
+    pub scheduler: Option<Scheduler>,
     /// Only for LoadBalancer services with `externalTrafficPolicy: Local`.
     pub health_check_node_port: Option<u16>,
     /// Endpoints usable from anywhere in the cluster (SEMANTICS.md,

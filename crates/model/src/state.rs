@@ -19,6 +19,8 @@ pub struct NodeState {
     pub zone: Option<String>,
     /// The addresses node ports are served on, after `nodePortAddresses`.
     pub node_port_addresses: Vec<IpAddr>,
+    /// The Node's `spec.podCIDRs`, for `detectLocalMode: NodeCIDR`.
+    pub pod_cidrs: Vec<IpNet>,
     /// False while the Node is being deleted or carries the
     /// `ToBeDeletedByClusterAutoscaler` taint: `/healthz` then fails so
     /// load balancers drain this node.

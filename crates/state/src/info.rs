@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use kproxy_model::{IpFamily, IpNet, Protocol, ServiceName, SessionAffinity, TrafficPolicy};
+use kproxy_model::{IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
 use serde::Serialize;
 
 /// Why a valid Service gets no rules from kproxy (SEMANTICS.md, "Inputs").
@@ -74,6 +74,8 @@ pub struct ServiceInfo {
     pub external_traffic_policy: TrafficPolicy,
     pub health_check_node_port: Option<u16>,
     pub publish_not_ready_addresses: bool,
+    /// The `kproxy.io/scheduler` annotation.
+    pub scheduler: Option<Scheduler>,
 }
 
 impl ServiceInfo {
@@ -93,6 +95,7 @@ impl ServiceInfo {
             external_traffic_policy: TrafficPolicy::Cluster,
             health_check_node_port: None,
             publish_not_ready_addresses: false,
+            scheduler: None,
         }
     }
 
@@ -176,6 +179,8 @@ pub struct NodeInfo {
     pub zone: Option<String>,
     /// InternalIP addresses first, then ExternalIP, each in the Node's order.
     pub addresses: Vec<IpAddr>,
+    /// `spec.podCIDRs` (or the older `spec.podCIDR`).
+    pub pod_cidrs: Vec<IpNet>,
     /// Has a deletion timestamp.
     pub deleting: bool,
     /// Carries the cluster autoscaler's `ToBeDeletedByClusterAutoscaler` taint.

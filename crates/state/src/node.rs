@@ -13,6 +13,7 @@ pub fn node_state(config: &StateConfig, node: Option<&NodeInfo>) -> NodeState {
         name: config.node_name.clone(),
         zone: node.and_then(|n| n.zone.clone()),
         node_port_addresses: node_port_addresses(config, node),
+        pod_cidrs: node.map(|n| n.pod_cidrs.clone()).unwrap_or_default(),
         eligible: match node {
             Some(n) => !n.deleting && !n.to_be_deleted,
             None => !config.node_required,

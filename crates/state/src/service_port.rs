@@ -52,6 +52,7 @@ pub fn service_ports<'a>(
                 internal_traffic_policy: service.internal_traffic_policy,
                 external_traffic_policy: service.external_traffic_policy,
                 session_affinity: service.session_affinity,
+                scheduler: service.scheduler,
                 health_check_node_port: service.health_check_node_port,
                 cluster_endpoints: sets.cluster,
                 local_endpoints: sets.local,

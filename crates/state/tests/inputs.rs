@@ -412,3 +412,16 @@ fn this_nodes_endpoints_are_local_by_node_name() {
     assert_eq!(addrs(&port.local_endpoints), ["10.1.0.1:8080"]);
     assert!(port.cluster_endpoints[0].local && !port.cluster_endpoints[1].local);
 }
+
+#[test]
+fn the_scheduler_annotation_and_the_nodes_pod_cidrs_are_carried() {
+    let mut svc = service("default", "web").cluster_ip("10.96.0.10").port("http", "TCP", 80).build();
+    svc.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "rr".to_owned())].into());
+    let mut n = node("node-a").build();
+    n.spec.as_mut().unwrap().pod_cidrs = Some(vec!["10.244.1.0/24".into(), "fd00:10:244:1::/64".into()]);
+    let mut s = Scenario::cluster();
+    s.service(svc).node(n).sync();
+    assert_eq!(s.port("default", "web", "http").scheduler, Some(kproxy_model::Scheduler::Rr));
+    let cidrs: Vec<String> = s.state().node.pod_cidrs.iter().map(|c| c.to_string()).collect();
+    assert_eq!(cidrs, ["10.244.1.0/24", "fd00:10:244:1::/64"]);
+}

@@ -42,8 +42,13 @@ fn unknown_type_and_policies_list_the_allowed_values() {
         err,
         r#"Service default/web: spec.type: unsupported value "Magic" (allowed: ClusterIP, NodePort, LoadBalancer, ExternalName)"#
     );
-    let err =
-        service_error(service("default", "web").cluster_ip("10.96.0.1").external_traffic_policy("Global").build());
+    let err = service_error(
+        service("default", "web")
+            .cluster_ip("10.96.0.1")
+            .port("a", "TCP", 80)
+            .external_traffic_policy("Global")
+            .build(),
+    );
     assert_eq!(
         err,
         r#"Service default/web: spec.externalTrafficPolicy: unsupported value "Global" (allowed: Cluster, Local)"#
@@ -72,7 +77,11 @@ fn duplicate_ports_and_families_are_rejected() {
 #[test]
 fn affinity_timeout_out_of_range_is_rejected() {
     let err = service_error(
-        service("default", "web").cluster_ip("10.96.0.1").session_affinity("ClientIP", Some(100000)).build(),
+        service("default", "web")
+            .cluster_ip("10.96.0.1")
+            .port("a", "TCP", 80)
+            .session_affinity("ClientIP", Some(100000))
+            .build(),
     );
     assert_eq!(
         err,
@@ -82,16 +91,23 @@ fn affinity_timeout_out_of_range_is_rejected() {
 
 #[test]
 fn bad_external_ip_and_source_range_are_rejected() {
-    let err =
-        service_error(service("default", "web").cluster_ip("10.96.0.1").external_ips(&["1.2.3.4", "nope"]).build());
+    let err = service_error(
+        service("default", "web")
+            .cluster_ip("10.96.0.1")
+            .port("a", "TCP", 80)
+            .external_ips(&["1.2.3.4", "nope"])
+            .build(),
+    );
     assert_eq!(err, r#"Service default/web: spec.externalIPs[1]: "nope" is not a valid IP address"#);
-    let err = service_error(service("default", "web").cluster_ip("10.96.0.1").source_ranges(&["10.0.0.0/33"]).build());
+    let err = service_error(
+        service("default", "web").cluster_ip("10.96.0.1").port("a", "TCP", 80).source_ranges(&["10.0.0.0/33"]).build(),
+    );
     assert_eq!(err, r#"Service default/web: spec.loadBalancerSourceRanges[0]: "10.0.0.0/33" is not a valid CIDR"#);
 }
 
 #[test]
 fn a_nameless_object_is_rejected_and_a_missing_namespace_is_default() {
-    let mut svc = service("", "web").cluster_ip("10.96.0.1").build();
+    let mut svc = service("", "web").cluster_ip("10.96.0.1").port("a", "TCP", 80).build();
     assert_eq!(convert::service(&svc).unwrap().name.to_string(), "default/web");
     svc.metadata.name = None;
     assert_eq!(
@@ -131,5 +147,32 @@ fn pods_and_nodes_with_bad_addresses_are_rejected() {
     assert_eq!(
         convert::node(&n).unwrap_err().to_string(),
         r#"Node node-a: status.addresses[0].address: "bad" is not a valid IP address"#
+    );
+}
+
+#[test]
+fn a_service_without_ports_is_rejected() {
+    let err = service_error(service("default", "web").cluster_ip("10.96.0.1").build());
+    assert_eq!(err, "Service default/web: spec.ports: must list at least one port");
+}
+
+#[test]
+fn an_unknown_scheduler_annotation_lists_the_known_ones() {
+    let mut svc = service("default", "web").cluster_ip("10.96.0.1").port("a", "TCP", 80).build();
+    svc.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "fastest".to_owned())].into());
+    assert_eq!(
+        service_error(svc),
+        r#"Service default/web: metadata.annotations[kproxy.io/scheduler]: unsupported value "fastest" (allowed: random, rr, wrr, lc, wlc, sed, nq, sh, dh, mh, fo, ovf, lblc, lblcr, twos)"#
+    );
+}
+
+#[test]
+fn a_slice_over_the_api_limit_of_endpoints_is_rejected() {
+    let sl = (0..1001).fold(slice("default", "big", "web").port("http", "TCP", 80), |sl, i| {
+        sl.endpoint(Ep::new(&format!("10.1.{}.{}", i / 250, i % 250)))
+    });
+    assert_eq!(
+        convert::endpoint_slice(&sl.build()).unwrap_err().to_string(),
+        "EndpointSlice default/big: endpoints: 1001 entries; at most 1000 per slice"
     );
 }

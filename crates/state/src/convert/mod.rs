@@ -37,6 +37,10 @@ pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
 pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
 /// Taint the cluster autoscaler puts on a node it is about to delete.
 pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+/// Annotation choosing a service's scheduler (kproxy's own).
+pub const ANNOTATION_SCHEDULER: &str = "kproxy.io/scheduler";
+/// The API server's limit on endpoints per EndpointSlice.
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 1000;
 /// Annotation with the time of the change that triggered a slice update.
 pub const ANNOTATION_TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 

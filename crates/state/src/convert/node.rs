@@ -20,11 +20,22 @@ pub fn node(node: &Node) -> Result<NodeInfo, InvalidObject> {
             }
         }
     }
-    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    let spec = node.spec.as_ref();
+    let taints = spec.and_then(|s| s.taints.as_ref());
+    let raw_cidrs: Vec<&String> = match spec.and_then(|s| s.pod_cidrs.as_ref()).filter(|c| !c.is_empty()) {
+        Some(cidrs) => cidrs.iter().collect(),
+        None => spec.and_then(|s| s.pod_cidr.as_ref()).into_iter().collect(),
+    };
+    let pod_cidrs = raw_cidrs
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| f.cidr(format!("spec.podCIDRs[{i}]"), c))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(NodeInfo {
         name: f.key().name.clone(),
         zone: node.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ZONE)).filter(|z| !z.is_empty()).cloned(),
         addresses,
+        pod_cidrs,
         deleting: node.metadata.deletion_timestamp.is_some(),
         to_be_deleted: taints.into_iter().flatten().any(|t| t.key == TAINT_TO_BE_DELETED),
     })

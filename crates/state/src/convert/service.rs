@@ -5,9 +5,9 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort as K8sServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kproxy_model::{IpFamily, ServiceName, SessionAffinity, TrafficPolicy};
+use kproxy_model::{IpFamily, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
 
-use super::{Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
+use super::{ANNOTATION_SCHEDULER, Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
 use crate::event::Kind;
 use crate::info::{IgnoreReason, PortInfo, ServiceInfo, TargetPort};
 
@@ -37,6 +37,10 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
 
     let node_ports_allowed = matches!(type_, "NodePort" | "LoadBalancer");
     let ports = ports(&f, spec.ports.as_deref().unwrap_or_default())?;
+    if ports.is_empty() {
+        return Err(f.invalid("spec.ports", "must list at least one port"));
+    }
+    let scheduler = scheduler(&f, svc)?;
     let external_ips = spec
         .external_ips
         .iter()
@@ -87,6 +91,18 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         external_traffic_policy,
         health_check_node_port,
         publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
+        scheduler,
+    })
+}
+
+fn scheduler(f: &Fields, svc: &Service) -> Result<Option<Scheduler>, InvalidObject> {
+    let Some(value) = svc.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_SCHEDULER)) else {
+        return Ok(None);
+    };
+    value.parse().map(Some).map_err(|()| {
+        let allowed: Vec<&str> = Scheduler::ALL.iter().map(|s| s.as_str()).collect();
+        let field = format!("metadata.annotations[{ANNOTATION_SCHEDULER}]");
+        f.invalid(field, format!("unsupported value {value:?} (allowed: {})", allowed.join(", ")))
     })
 }
 

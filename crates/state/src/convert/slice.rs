@@ -11,6 +11,7 @@ use kproxy_model::{IpFamily, ServiceName};
 
 use super::{
     ANNOTATION_TRIGGER_TIME, Fields, InvalidObject, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME,
+    MAX_ENDPOINTS_PER_SLICE,
 };
 use crate::event::{Kind, Object};
 use crate::info::{EndpointGroup, Hints, SliceEndpoint, SliceInfo, SlicePort};
@@ -58,6 +59,10 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
         });
     }
 
+    if slice.endpoints.len() > MAX_ENDPOINTS_PER_SLICE {
+        let reason = format!("{} entries; at most {MAX_ENDPOINTS_PER_SLICE} per slice", slice.endpoints.len());
+        return Err(f.invalid("endpoints", reason));
+    }
     let mut endpoints = Vec::new();
     for (i, ep) in slice.endpoints.iter().enumerate() {
         // Only the first address counts (upstream does the same).

@@ -1,0 +1,535 @@
+//! Plans: the operations one sync sends to the kernel, in one transaction.
+//!
+//! A full plan re-asserts every object kproxy owns; a partial plan touches
+//! only the service ports that changed (their elements, and chains or sets
+//! whose use count goes to or from zero). Both start from [`Applied`], the
+//! in-memory record of what the last successful sync put in the kernel:
+//! the kernel is never read back.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use kproxy_model::{
+    Changes, Frontend, FrontendKind, IpFamily, IpNet, Protocol, ProxyState, ServicePort, ServicePortName,
+};
+
+use crate::ast::{Atom, Rule};
+use crate::base;
+use crate::config::PlanConfig;
+use crate::names::SERVICE_CIDRS;
+use crate::objects::{Chain, Element, SetDef, Table};
+use crate::port::{ElementKey, PortObjects, Shared, port_objects};
+
+/// One operation on a family's table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    AddTable,
+    DeleteTable,
+    AddSet(SetDef),
+    FlushSet(SetDef),
+    DeleteSet(SetDef),
+    /// Creates the chain (with its hook, for base chains) if missing; its
+    /// rules come as `AddRule`s.
+    AddChain(Chain),
+    FlushChain(String),
+    DeleteChain(String),
+    AddRule {
+        chain: String,
+        rule: Rule,
+    },
+    AddElements {
+        set: String,
+        elements: Vec<Element>,
+    },
+    DeleteElements {
+        set: String,
+        keys: Vec<Vec<Atom>>,
+    },
+}
+
+/// The operations for one family.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FamilyPlan {
+    pub family: Option<IpFamily>,
+    pub ops: Vec<Op>,
+}
+
+/// One sync's worth of operations, for both families: applied as one
+/// transaction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub full: bool,
+    pub families: Vec<FamilyPlan>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.families.iter().all(|f| f.ops.is_empty())
+    }
+}
+
+/// A frontend as the kernel keys it.
+pub type FrontendKey = (IpAddr, Protocol, u16);
+
+fn frontend_key(port: &ServicePort, f: &Frontend) -> FrontendKey {
+    (f.ip, port.name.protocol, f.port)
+}
+
+/// What the last successful sync applied to one family's table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FamilyApplied {
+    ports: HashMap<ServicePortName, PortObjects>,
+    /// Every port claiming each frontend, with the kind it claims it as.
+    claims: HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>,
+    /// Which claimant serves each frontend (see [`choose_owner`]).
+    owners: HashMap<FrontendKey, ServicePortName>,
+    shared_elements: HashMap<ElementKey, usize>,
+    shared_objects: BTreeMap<Shared, usize>,
+    chains: BTreeSet<String>,
+    sets: BTreeMap<String, SetDef>,
+    service_cidrs: Vec<IpNet>,
+}
+
+/// What the last successful sync applied, per family.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    config: PlanConfig,
+    node_ips: Vec<IpAddr>,
+    v4: FamilyApplied,
+    v6: FamilyApplied,
+}
+
+impl Applied {
+    fn family(&self, family: IpFamily) -> &FamilyApplied {
+        match family {
+            IpFamily::V4 => &self.v4,
+            IpFamily::V6 => &self.v6,
+        }
+    }
+
+    /// Element count of one family, for logs and tests.
+    pub fn element_count(&self, family: IpFamily) -> usize {
+        let f = self.family(family);
+        f.ports.values().map(|p| p.elements.len()).sum::<usize>() + f.shared_elements.len() + f.service_cidrs.len()
+    }
+}
+
+/// A plan, the state it leaves behind once applied, and what could not be
+/// programmed.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub plan: Plan,
+    pub applied: Applied,
+    pub skips: Vec<String>,
+}
+
+/// Plans a sync. `previous` is what the last successful sync applied
+/// (`None` after a start or a failure: the plan then rebuilds the tables).
+/// A partial plan is made only when `full` is false and the configuration
+/// and node addresses are those `previous` was made with.
+pub fn plan(
+    state: &ProxyState,
+    changes: &Changes,
+    full: bool,
+    config: &PlanConfig,
+    previous: Option<&Applied>,
+) -> Planned {
+    let node_ips = state.node.node_port_addresses.clone();
+    let previous_same = previous.filter(|p| p.config == *config && p.node_ips == node_ips);
+    let mut skips = Vec::new();
+    let mut families = Vec::new();
+    let mut applied =
+        Applied { config: config.clone(), node_ips: node_ips.clone(), v4: Default::default(), v6: Default::default() };
+    let partial = !full && previous_same.is_some();
+    for family in IpFamily::ALL {
+        let prev = previous.map(|p| p.family(family));
+        let (ops, done) = match (partial, previous_same) {
+            (true, Some(p)) => plan_partial(state, changes, family, config, &node_ips, p.family(family), &mut skips),
+            _ => plan_full(state, family, config, &node_ips, prev, &mut skips),
+        };
+        families.push(FamilyPlan { family: Some(family), ops });
+        match family {
+            IpFamily::V4 => applied.v4 = done,
+            IpFamily::V6 => applied.v6 = done,
+        }
+    }
+    Planned { plan: Plan { full: !partial, families }, applied, skips }
+}
+
+/// The complete desired table of one family: what `kproxy render` prints
+/// and what `kproxy trace` walks.
+pub fn table(state: &ProxyState, family: IpFamily, config: &PlanConfig) -> Table {
+    let mut skips = Vec::new();
+    let node_ips = &state.node.node_port_addresses;
+    let applied = full_state(state, family, node_ips, None, &mut skips);
+    assemble(state, family, config, &applied)
+}
+
+/// Who serves a frontend several ports claim. A cluster IP beats any other
+/// kind of claim: the API server allocates cluster IPs and never twice,
+/// while anyone may write an external IP (CVE-2020-8554). Then the previous
+/// owner keeps it, so a newcomer never takes over a running service; then
+/// the first in name order.
+fn choose_owner(
+    claims: &BTreeMap<ServicePortName, FrontendKind>,
+    previous: Option<&ServicePortName>,
+) -> Option<ServicePortName> {
+    let rank = |(name, kind): (&ServicePortName, &FrontendKind)| {
+        (*kind != FrontendKind::ClusterIp, Some(name) != previous, name.clone())
+    };
+    claims.iter().min_by_key(|c| rank(*c)).map(|(name, _)| name.clone())
+}
+
+fn add_claims(port: &ServicePort, claims: &mut HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>) {
+    for f in &port.frontends {
+        claims.entry(frontend_key(port, f)).or_default().insert(port.name.clone(), f.kind);
+    }
+}
+
+/// Ownership from scratch (keeping previous owners where the rules allow),
+/// then every port's objects.
+fn full_state(
+    state: &ProxyState,
+    family: IpFamily,
+    node_ips: &[IpAddr],
+    previous: Option<&FamilyApplied>,
+    skips: &mut Vec<String>,
+) -> FamilyApplied {
+    let ports = &state.family(family).service_ports;
+    let mut applied = FamilyApplied::default();
+    for port in ports.values() {
+        add_claims(port, &mut applied.claims);
+    }
+    for (key, claims) in &applied.claims {
+        let previous_owner = previous.and_then(|p| p.owners.get(key));
+        if let Some(owner) = choose_owner(claims, previous_owner) {
+            applied.owners.insert(*key, owner);
+        }
+    }
+    for port in ports.values() {
+        let objects = objects_for(port, &applied, node_ips);
+        skips.extend(objects.skips.iter().cloned());
+        applied.ports.insert(port.name.clone(), objects);
+    }
+    for objects in applied.ports.values() {
+        for e in &objects.shared {
+            *applied.shared_elements.entry(e.clone()).or_default() += 1;
+        }
+        for c in &objects.shared_objects {
+            *applied.shared_objects.entry(*c).or_default() += 1;
+        }
+    }
+    applied.service_cidrs = state.family(family).service_cidrs.clone();
+    applied
+}
+
+/// A port's objects for the frontends it owns; the others are reported.
+fn objects_for(port: &ServicePort, applied: &FamilyApplied, node_ips: &[IpAddr]) -> PortObjects {
+    let mut owned = Vec::new();
+    let mut conflicts = Vec::new();
+    for f in &port.frontends {
+        match applied.owners.get(&frontend_key(port, f)) {
+            Some(owner) if *owner != port.name => {
+                conflicts.push(format!(
+                    "{}: frontend {} is already served by {owner}; not served",
+                    port.name,
+                    f.addr()
+                ));
+            }
+            _ => owned.push(*f),
+        }
+    }
+    let mut objects = port_objects(port, &owned, node_ips);
+    objects.skips.extend(conflicts);
+    objects
+}
+
+/// Everything of one family, as a table.
+fn assemble(state: &ProxyState, family: IpFamily, config: &PlanConfig, applied: &FamilyApplied) -> Table {
+    let mut table = Table::default();
+    for chain in base::chains(config, family) {
+        table.add_chain(chain);
+    }
+    for set in base::sets() {
+        table.add_set(set);
+    }
+    for shared in applied.shared_objects.keys() {
+        table.add_chain(shared.chain());
+        if let Some(set) = shared.set() {
+            table.add_set(set);
+        }
+    }
+    for objects in applied.ports.values() {
+        for chain in objects.chains.values() {
+            table.add_chain(chain.clone());
+        }
+        for set in objects.sets.values() {
+            table.add_set(set.clone());
+        }
+        for ((set, key), data) in &objects.elements {
+            table.add_element(set, Element { key: key.clone(), data: data.clone() });
+        }
+    }
+    for (set, key) in applied.shared_elements.keys() {
+        table.add_element(set, Element { key: key.clone(), data: None });
+    }
+    for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
+        table.add_element(SERVICE_CIDRS, Element { key, data: None });
+    }
+    table
+}
+
+fn plan_full(
+    state: &ProxyState,
+    family: IpFamily,
+    config: &PlanConfig,
+    node_ips: &[IpAddr],
+    previous: Option<&FamilyApplied>,
+    skips: &mut Vec<String>,
+) -> (Vec<Op>, FamilyApplied) {
+    let mut applied = full_state(state, family, node_ips, previous, skips);
+    let table = assemble(state, family, config, &applied);
+    applied.chains = table.chains.keys().cloned().collect();
+    applied.sets = table.sets.clone();
+    let mut ops = Vec::new();
+    match previous {
+        // Nothing known about the kernel: replace the table, atomically.
+        None => {
+            ops.extend([Op::AddTable, Op::DeleteTable, Op::AddTable]);
+            ops.extend(table.sets.values().cloned().map(Op::AddSet));
+            ops.extend(table.chains.values().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
+            push_rules(&mut ops, table.chains.values());
+            push_elements(&mut ops, &table);
+        }
+        // Re-assert in place, keeping what the packet path learned (the
+        // clients pinned by session affinity).
+        Some(previous) => {
+            ops.push(Op::AddTable);
+            let removed_chains: Vec<&String> =
+                previous.chains.iter().filter(|c| !table.chains.contains_key(*c)).collect();
+            ops.extend(previous.chains.iter().map(|c| Op::FlushChain(c.clone())));
+            for (name, set) in &previous.sets {
+                match table.sets.get(name) {
+                    Some(desired) if desired != set => {
+                        ops.extend([Op::DeleteSet(set.clone()), Op::AddSet(desired.clone())])
+                    }
+                    Some(desired) if desired.dynamic_timeout.is_none() => ops.push(Op::FlushSet(set.clone())),
+                    _ => {}
+                }
+            }
+            let new_sets = table.sets.values().filter(|s| !previous.sets.contains_key(&s.name));
+            ops.extend(new_sets.cloned().map(Op::AddSet));
+            let new_chains = table.chains.values().filter(|c| !previous.chains.contains(&c.name));
+            ops.extend(new_chains.map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
+            push_rules(&mut ops, table.chains.values());
+            push_elements(&mut ops, &table);
+            ops.extend(removed_chains.into_iter().map(|c| Op::DeleteChain(c.clone())));
+            let removed_sets = previous.sets.values().filter(|s| !table.sets.contains_key(&s.name));
+            ops.extend(removed_sets.cloned().map(Op::DeleteSet));
+        }
+    }
+    (ops, applied)
+}
+
+fn push_rules<'a>(ops: &mut Vec<Op>, chains: impl Iterator<Item = &'a Chain>) {
+    for chain in chains {
+        ops.extend(chain.rules.iter().map(|rule| Op::AddRule { chain: chain.name.clone(), rule: rule.clone() }));
+    }
+}
+
+fn push_elements(ops: &mut Vec<Op>, table: &Table) {
+    for (set, elements) in &table.elements {
+        let elements = elements.iter().map(|(key, data)| Element { key: key.clone(), data: data.clone() }).collect();
+        ops.push(Op::AddElements { set: set.clone(), elements });
+    }
+}
+
+fn plan_partial(
+    state: &ProxyState,
+    changes: &Changes,
+    family: IpFamily,
+    config: &PlanConfig,
+    node_ips: &[IpAddr],
+    previous: &FamilyApplied,
+    skips: &mut Vec<String>,
+) -> (Vec<Op>, FamilyApplied) {
+    let _ = config;
+    let ports = &state.family(family).service_ports;
+    let mut applied = previous.clone();
+    let mut todo: BTreeSet<ServicePortName> =
+        changes.service_ports.iter().filter(|(f, _)| *f == family).map(|(_, name)| name.clone()).collect();
+
+    // Replace the changed ports' claims; every frontend they claimed before
+    // or claim now may change hands, and a port that gains or loses one is
+    // rebuilt too.
+    let mut affected = BTreeSet::new();
+    for name in &todo {
+        for (key, claims) in applied.claims.iter_mut() {
+            if claims.remove(name).is_some() {
+                affected.insert(*key);
+            }
+        }
+        if let Some(port) = ports.get(name) {
+            add_claims(port, &mut applied.claims);
+            affected.extend(port.frontends.iter().map(|f| frontend_key(port, f)));
+        }
+    }
+    for key in &affected {
+        let claims = applied.claims.get(key).cloned().unwrap_or_default();
+        let before = previous.owners.get(key).cloned();
+        let after = choose_owner(&claims, before.as_ref());
+        match &after {
+            Some(owner) => applied.owners.insert(*key, owner.clone()),
+            None => applied.owners.remove(key),
+        };
+        if claims.is_empty() {
+            applied.claims.remove(key);
+        }
+        if before != after {
+            todo.extend(before.into_iter().chain(after).filter(|n| ports.contains_key(n)));
+        }
+    }
+
+    let mut diff = Diff::default();
+    for name in &todo {
+        let old = applied.ports.remove(name).unwrap_or_default();
+        let new = match ports.get(name) {
+            Some(port) => objects_for(port, &applied, node_ips),
+            None => PortObjects::default(),
+        };
+        skips.extend(new.skips.iter().cloned());
+        diff.port(&old, &new, &mut applied);
+        if ports.contains_key(name) {
+            applied.ports.insert(name.clone(), new);
+        }
+    }
+    let cidrs = &state.family(family).service_cidrs;
+    if *cidrs != applied.service_cidrs {
+        for key in base::service_cidr_elements(&applied.service_cidrs) {
+            diff.delete.entry(SERVICE_CIDRS.into()).or_default().push(key);
+        }
+        for key in base::service_cidr_elements(cidrs) {
+            diff.add.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
+        }
+        applied.service_cidrs = cidrs.clone();
+    }
+    let ops = diff.ops(&mut applied);
+    (ops, applied)
+}
+
+/// Changes to one table, collected over the changed ports.
+#[derive(Default)]
+struct Diff {
+    new_sets: Vec<SetDef>,
+    changed_sets: Vec<SetDef>,
+    removed_sets: Vec<SetDef>,
+    new_chains: Vec<Chain>,
+    changed_chains: Vec<Chain>,
+    removed_chains: Vec<String>,
+    delete: BTreeMap<String, Vec<Vec<Atom>>>,
+    add: BTreeMap<String, Vec<Element>>,
+    /// Shared objects going from unused to used, and the other way.
+    created: BTreeSet<Shared>,
+    dropped: BTreeSet<Shared>,
+}
+
+impl Diff {
+    fn port(&mut self, old: &PortObjects, new: &PortObjects, applied: &mut FamilyApplied) {
+        for ((set, key), data) in &old.elements {
+            if new.elements.get(&(set.clone(), key.clone())) != Some(data) {
+                self.delete.entry(set.clone()).or_default().push(key.clone());
+            }
+        }
+        for ((set, key), data) in &new.elements {
+            if old.elements.get(&(set.clone(), key.clone())) != Some(data) {
+                self.add.entry(set.clone()).or_default().push(Element { key: key.clone(), data: data.clone() });
+            }
+        }
+        for e in old.shared.difference(&new.shared) {
+            let count = applied.shared_elements.entry(e.clone()).or_default();
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                applied.shared_elements.remove(e);
+                self.delete.entry(e.0.clone()).or_default().push(e.1.clone());
+            }
+        }
+        for e in new.shared.difference(&old.shared) {
+            let count = applied.shared_elements.entry(e.clone()).or_default();
+            *count += 1;
+            if *count == 1 {
+                self.add.entry(e.0.clone()).or_default().push(Element { key: e.1.clone(), data: None });
+            }
+        }
+        for c in old.shared_objects.difference(&new.shared_objects) {
+            let count = applied.shared_objects.entry(*c).or_default();
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                applied.shared_objects.remove(c);
+                self.dropped.insert(*c);
+            }
+        }
+        for c in new.shared_objects.difference(&old.shared_objects) {
+            let count = applied.shared_objects.entry(*c).or_default();
+            *count += 1;
+            // Dropped by another port in this sync and needed here: keep.
+            if *count == 1 && !self.dropped.remove(c) {
+                self.created.insert(*c);
+            }
+        }
+        for (name, chain) in &old.chains {
+            match new.chains.get(name) {
+                None => self.removed_chains.push(name.clone()),
+                Some(new_chain) if new_chain != chain => self.changed_chains.push(new_chain.clone()),
+                Some(_) => {}
+            }
+        }
+        self.new_chains.extend(new.chains.iter().filter(|(n, _)| !old.chains.contains_key(*n)).map(|(_, c)| c.clone()));
+        for (name, set) in &old.sets {
+            match new.sets.get(name) {
+                None => self.removed_sets.push(set.clone()),
+                Some(new_set) if new_set != set => self.changed_sets.push(new_set.clone()),
+                Some(_) => {}
+            }
+        }
+        self.new_sets.extend(new.sets.iter().filter(|(n, _)| !old.sets.contains_key(*n)).map(|(_, s)| s.clone()));
+    }
+
+    /// In an order the kernel accepts within one transaction: nothing is
+    /// referenced before it exists or deleted while referenced.
+    fn ops(mut self, applied: &mut FamilyApplied) -> Vec<Op> {
+        for shared in std::mem::take(&mut self.created) {
+            self.new_chains.push(shared.chain());
+            self.new_sets.extend(shared.set());
+        }
+        for shared in std::mem::take(&mut self.dropped) {
+            self.removed_chains.push(shared.chain().name);
+            self.removed_sets.extend(shared.set());
+        }
+        let mut ops = Vec::new();
+        let flushed = self.changed_chains.iter().map(|c| c.name.clone()).chain(self.removed_chains.iter().cloned());
+        ops.extend(flushed.map(Op::FlushChain));
+        ops.extend(self.changed_sets.iter().cloned().map(Op::DeleteSet));
+        ops.extend(self.new_sets.iter().chain(&self.changed_sets).cloned().map(Op::AddSet));
+        ops.extend(self.new_chains.iter().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
+        push_rules(&mut ops, self.new_chains.iter().chain(&self.changed_chains));
+        for (set, keys) in self.delete {
+            ops.push(Op::DeleteElements { set, keys });
+        }
+        for (set, elements) in self.add {
+            ops.push(Op::AddElements { set, elements });
+        }
+        ops.extend(self.removed_chains.iter().cloned().map(Op::DeleteChain));
+        ops.extend(self.removed_sets.iter().cloned().map(Op::DeleteSet));
+        for c in &self.removed_chains {
+            applied.chains.remove(c);
+        }
+        applied.chains.extend(self.new_chains.iter().map(|c| c.name.clone()));
+        for s in &self.removed_sets {
+            applied.sets.remove(&s.name);
+        }
+        for s in self.new_sets.into_iter().chain(self.changed_sets) {
+            applied.sets.insert(s.name.clone(), s);
+        }
+        ops
+    }
+}

@@ -1,0 +1,149 @@
+//! Plans over time: partial plans keep the kernel where a full plan would
+//! put it, and touch only what changed.
+
+mod common;
+
+use common::*;
+use kproxy_model::{Changes, IpFamily, Protocol};
+use kproxy_nftables::{Op, Table, plan, render, table};
+use kproxy_testkit::{EndpointBuilder as Ep, Scenario, service, slice};
+
+/// Drives a scenario through syncs, applying each plan to in-memory tables
+/// and checking them against the full desired tables.
+struct Kernel {
+    tables: [Table; 2],
+    applied: Option<kproxy_nftables::Applied>,
+}
+
+impl Kernel {
+    fn new() -> Self {
+        Self { tables: [Table::default(), Table::default()], applied: None }
+    }
+
+    fn sync(&mut self, s: &mut Scenario, full: bool) -> kproxy_nftables::Planned {
+        let changes = s.sync();
+        let planned = plan(s.state(), &changes, full, &config(), self.applied.as_ref());
+        apply(&mut self.tables, &planned.plan);
+        for (i, family) in IpFamily::ALL.into_iter().enumerate() {
+            let mut want = table(s.state(), family, &config());
+            want.elements.retain(|_, e| !e.is_empty());
+            assert_eq!(
+                self.tables[i],
+                want,
+                "{family} table after {} sync",
+                if planned.plan.full { "a full" } else { "a partial" }
+            );
+        }
+        self.applied = Some(planned.applied.clone());
+        planned
+    }
+}
+
+fn udp_service(s: &mut Scenario, name: &str, ip: &str, endpoints: &[&str]) {
+    s.service(service("default", name).cluster_ip(ip).port("dns", "UDP", 53).build());
+    let sl = endpoints
+        .iter()
+        .fold(slice("default", &format!("{name}-1"), name).port("dns", "UDP", 5353), |sl, e| sl.endpoint(Ep::new(e)));
+    s.slice(sl.build());
+}
+
+#[test]
+fn partial_plans_reach_the_same_tables_as_full_ones() {
+    let mut s = scenario();
+    let mut k = Kernel::new();
+    web(&mut s);
+    assert!(k.sync(&mut s, false).plan.full, "nothing applied yet: full");
+    udp_service(&mut s, "dns", "10.96.0.53", &["10.244.2.53", "10.244.2.54", "10.244.2.55"]);
+    assert!(!k.sync(&mut s, false).plan.full);
+    udp_service(&mut s, "dns", "10.96.0.53", &["10.244.2.53"]);
+    k.sync(&mut s, false);
+    // Session affinity, then round robin, then back.
+    s.service(
+        service("default", "web")
+            .type_("NodePort")
+            .cluster_ip("10.96.0.10")
+            .port("http", "TCP", 80)
+            .node_port(30080)
+            .session_affinity("ClientIP", None)
+            .build(),
+    );
+    k.sync(&mut s, false);
+    let mut rr = service("default", "web")
+        .type_("NodePort")
+        .cluster_ip("10.96.0.10")
+        .port("http", "TCP", 80)
+        .node_port(30080)
+        .build();
+    rr.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "rr".to_owned())].into());
+    s.service(rr);
+    k.sync(&mut s, false);
+    web(&mut s);
+    k.sync(&mut s, false);
+    s.delete(kproxy_state::Kind::Service, "default", "dns");
+    k.sync(&mut s, false);
+    // A full sync over an applied state re-asserts without rebuilding.
+    let planned = k.sync(&mut s, true);
+    let ops = &planned.plan.families[0].ops;
+    assert!(!ops.contains(&Op::DeleteTable));
+    assert!(ops.iter().any(|op| matches!(op, Op::FlushChain(_))));
+}
+
+#[test]
+fn a_partial_plan_for_one_service_says_nothing_about_the_others() {
+    let mut s = scenario();
+    let mut k = Kernel::new();
+    web(&mut s);
+    for i in 0..20 {
+        udp_service(&mut s, &format!("svc{i}"), &format!("10.96.1.{i}"), &[&format!("10.244.2.{i}")]);
+    }
+    k.sync(&mut s, false);
+    udp_service(&mut s, "svc7", "10.96.1.7", &["10.244.2.7", "10.244.2.77"]);
+    let planned = k.sync(&mut s, false);
+    let text = render::plan(&planned.plan);
+    for i in (0..20).filter(|i| *i != 7) {
+        assert!(!text.contains(&format!("10.96.1.{i} ")), "mentions svc{i}:\n{text}");
+    }
+    assert!(!text.contains("10.96.0.10"), "{text}");
+    assert!(text.contains("10.96.1.7 . udp . 53"), "{text}");
+}
+
+#[test]
+fn a_freed_frontend_goes_to_the_waiting_claimant_in_the_same_sync() {
+    let mut s = scenario();
+    let mut k = Kernel::new();
+    web(&mut s);
+    k.sync(&mut s, false);
+    s.service(
+        service("default", "thief")
+            .cluster_ip("10.96.0.90")
+            .external_ips(&["10.96.0.10"])
+            .port("http", "TCP", 80)
+            .build(),
+    );
+    s.slice(slice("default", "thief-1", "thief").port("http", "TCP", 80).endpoint(Ep::new("10.244.2.99")).build());
+    let planned = k.sync(&mut s, false);
+    assert_eq!(
+        planned.skips,
+        ["default/thief:http/TCP: frontend 10.96.0.10:80 is already served by default/web:http/TCP; not served"]
+    );
+    s.delete(kproxy_state::Kind::Service, "default", "web");
+    let planned = k.sync(&mut s, false);
+    assert!(planned.skips.is_empty(), "{:?}", planned.skips);
+    let key = vec![
+        kproxy_nftables::ast::Atom::Addr("10.96.0.10".parse().unwrap()),
+        kproxy_nftables::ast::Atom::Proto(Protocol::Tcp),
+        kproxy_nftables::ast::Atom::Port(80),
+    ];
+    assert!(k.tables[0].lookup("service-ips", &key).is_some(), "thief now serves its external IP");
+}
+
+#[test]
+fn a_node_address_change_makes_the_plan_full() {
+    let mut s = scenario();
+    let mut k = Kernel::new();
+    web(&mut s);
+    k.sync(&mut s, false);
+    s.node(kproxy_testkit::node("node-a").address("InternalIP", "192.168.77.2").build());
+    assert!(k.sync(&mut s, false).plan.full);
+    let _ = Changes::default();
+}

@@ -86,6 +86,8 @@ pub struct Metrics {
     pub sync_failures: Family<ModeLabel, Counter>,
     /// Manifest documents skipped because they failed to parse or validate.
     pub manifest_invalid_documents: Counter,
+    /// Objects (or parts of them) a dataplane could not program.
+    pub skipped: Counter,
 }
 
 impl Metrics {
@@ -107,6 +109,7 @@ impl Metrics {
             livez_total: Family::default(),
             sync_failures: Family::default(),
             manifest_invalid_documents: Counter::default(),
+            skipped: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -172,6 +175,11 @@ impl Metrics {
             "kproxy_manifest_invalid_documents",
             "Manifest documents skipped because they failed to parse or validate",
             m.manifest_invalid_documents.clone(),
+        );
+        r.register(
+            "kproxy_sync_skipped_objects",
+            "Services or frontends a dataplane could not program (each reported once, with the reason, in the log)",
+            m.skipped.clone(),
         );
         Self { registry, ..m }
     }

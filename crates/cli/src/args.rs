@@ -19,6 +19,12 @@ pub enum Command {
     Run(RunArgs),
     /// Print the state this node would program from a folder of manifests.
     State(StateArgs),
+    /// Print the nftables rules `run` would apply, in `nft -f` syntax.
+    Render(RenderArgs),
+    /// Explain what happens to one new connection, rule by rule.
+    Trace(TraceArgs),
+    /// Remove everything kproxy installed on this node, and nothing else.
+    Cleanup(CleanupArgs),
 }
 
 /// Where objects come from and how kproxy is configured; shared by `run`
@@ -71,4 +77,37 @@ pub struct StateArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// The client's address.
+    #[arg(long, value_name = "IP")]
+    pub from: std::net::IpAddr,
+
+    /// The destination: IP:PORT, optionally /tcp, /udp or /sctp (default tcp).
+    #[arg(long, value_name = "IP:PORT[/PROTO]")]
+    pub to: String,
+
+    /// The interface the packet arrives on (matters for interface-based
+    /// local-traffic detection). Traffic from one of the node's addresses
+    /// starts on the node and has none.
+    #[arg(long, value_name = "NAME")]
+    pub iif: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Proxy mode whose objects to remove (only nftables exists so far).
+    #[arg(long = "proxy-mode", value_name = "MODE", default_value = "nftables")]
+    pub mode: String,
 }

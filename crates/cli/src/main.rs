@@ -5,11 +5,15 @@
 //! 1 failed, 64 bad usage or configuration).
 
 mod args;
+mod cleanup_cmd;
 mod host;
+mod mode;
+mod render_cmd;
 mod run;
 mod setup;
 mod state_cmd;
 mod table;
+mod trace_cmd;
 
 use std::process::ExitCode;
 
@@ -45,6 +49,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::State(args) => state_cmd::state(args),
+        Command::Render(args) => render_cmd::render(args),
+        Command::Trace(args) => trace_cmd::trace(args),
+        Command::Cleanup(args) => cleanup_cmd::cleanup(args),
     };
     match result {
         Ok(code) => code,

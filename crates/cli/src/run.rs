@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use kproxy_admin::{AdminState, Health, Metrics, SystemClock, health_router, metrics_router};
 use kproxy_config::Config;
-use kproxy_dataplane::{Dataplane, DryRun, Runner, RunnerConfig, RunnerHandles};
+use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
 use kproxy_model::ProxyState;
 use kproxy_source::manifests::{Folder, ManifestSource, WatchOptions};
 use kproxy_state::StateBuilder;
@@ -39,38 +39,19 @@ pub fn init_logging(logging: &kproxy_config::Logging) {
     };
 }
 
-/// The dataplane for the configured mode. Only the dry run exists yet: an
-/// explicit mode is refused, an unset one falls back to the dry run and
-/// says so.
-fn dataplane(config: &Config, dry_run: bool) -> anyhow::Result<Box<dyn Dataplane>> {
-    match (config.mode, dry_run) {
-        (_, true) => Ok(Box::new(DryRun)),
-        (None, false) => {
-            warn!(
-                "this build has no dataplane that programs the node yet; running as --dry-run (nothing is programmed)"
-            );
-            Ok(Box::new(DryRun))
-        }
-        (Some(mode), false) => Err(UsageError(format!(
-            "--proxy-mode {mode}: not available in this build yet (available: none; \
-             --dry-run computes and serves the state without programming the node)"
-        ))
-        .into()),
-    }
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
     let dir = manifests_dir(&args.common)?;
     let folder = Folder::new(dir).map_err(|e| UsageError(format!("--manifests {e}")))?;
-    let dataplane = dataplane(&config, args.dry_run)?;
+    let mode = crate::mode::choose(&config, args.dry_run)?;
+    let dataplane = crate::mode::dataplane(&config, mode);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config, folder, dataplane, args.once))
 }
 
 async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, once: bool) -> anyhow::Result<ExitCode> {
     let host_addresses = crate::host::addresses().await;
-    let state_config = state_config(&config, config.mode, host_addresses);
+    let state_config = state_config(&config, dataplane_mode(&*dataplane), host_addresses);
     info!(node = %state_config.node_name, mode = dataplane.mode(), manifests = %folder.dir().display(), "starting");
 
     let metrics = Arc::new(Metrics::new());
@@ -122,6 +103,14 @@ async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, on
         () = source_failed => return Ok(ExitCode::FAILURE),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The configuration's idea of the running mode, for its defaults.
+fn dataplane_mode(dataplane: &dyn Dataplane) -> Option<kproxy_config::ProxyMode> {
+    match dataplane.mode() {
+        "nftables" => Some(kproxy_config::ProxyMode::Nftables),
+        _ => None,
+    }
 }
 
 /// Binds an admin server. A failed bind ends kproxy under

@@ -2,43 +2,64 @@
 
 use std::process::ExitCode;
 
+use kproxy_config::Config;
 use kproxy_source::manifests::Folder;
 use kproxy_state::StateBuilder;
 
-use crate::args::{Output, StateArgs};
+use crate::args::{Common, Output, StateArgs};
 use crate::setup::{load_config, manifests_dir, state_config};
 use crate::table;
 
-/// Prints the state; exits 1 when some documents had to be skipped (the
-/// state printed is then what kproxy would serve without them).
-pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(&args.common)?;
-    let dir = manifests_dir(&args.common)?;
+/// A manifest folder read once into the state, for the offline commands.
+pub struct Loaded {
+    pub config: Config,
+    pub builder: StateBuilder,
+    /// Documents that had to be skipped (already reported on stderr).
+    pub skipped: usize,
+}
+
+impl Loaded {
+    /// 0, or 1 when some documents had to be skipped.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.skipped == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    }
+}
+
+/// Reads the configuration and the folder, reports bad documents on
+/// stderr, and folds everything into the state.
+pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
+    let config = load_config(common)?;
+    let dir = manifests_dir(common)?;
+    let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let host_addresses = runtime.block_on(crate::host::addresses());
-    let mut builder = StateBuilder::new(state_config(&config, config.mode, host_addresses));
-
-    let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
+    let mode = config.mode.or(Some(kproxy_config::ProxyMode::Nftables));
+    let mut builder = StateBuilder::new(state_config(&config, mode, host_addresses));
     let reload = folder.reload()?;
     for event in reload.events {
         builder.apply(event);
     }
     builder.take_changes();
-
-    match args.output {
-        Output::Table => print!("{}", table::render(builder.state(), &builder.ignored_services())),
-        Output::Json => println!("{}", serde_json::to_string_pretty(builder.state())?),
-    }
     for error in &reload.errors {
         eprintln!("error: {error}");
     }
     for kept in &reload.kept {
         eprintln!("note: {kept}: kept from the file's last valid version");
     }
-    if reload.errors.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
+    if !reload.errors.is_empty() {
         eprintln!("{} document(s) skipped", reload.errors.len());
-        Ok(ExitCode::FAILURE)
     }
+    Ok(Loaded { config, builder, skipped: reload.errors.len() })
+}
+
+/// Prints the state; exits 1 when some documents had to be skipped (the
+/// state printed is then what kproxy would serve without them).
+pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load_state(&args.common)?;
+    let state = loaded.builder.state();
+    match args.output {
+        Output::Table => print!("{}", table::render(state, &loaded.builder.ignored_services())),
+        Output::Json => println!("{}", serde_json::to_string_pretty(state)?),
+    }
+    Ok(loaded.exit_code())
 }

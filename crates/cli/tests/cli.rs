@@ -93,7 +93,7 @@ fn a_bad_config_file_exits_64_naming_the_field_and_the_allowed_values() {
         )
     );
     let config = write(dir.path(), "d.yaml", &format!("{CONFIG_HEAD}detectLocalMode: Magic\n"));
-    let out = kproxy(&["run", "--manifests", &example(), "--config", &config.display().to_string()]);
+    let out = kproxy(&["run", "--manifests", &example(), "--config", &config.display().to_string(), "--dry-run"]);
     assert_eq!(out.status.code(), Some(64));
     assert!(
         stderr(&out).ends_with(
@@ -107,7 +107,7 @@ fn a_bad_config_file_exits_64_naming_the_field_and_the_allowed_values() {
 
 #[test]
 fn a_bad_flag_value_exits_64_naming_the_flag() {
-    let out = kproxy(&["run", "--manifests", &example(), "--iptables-masquerade-bit", "40"]);
+    let out = kproxy(&["run", "--manifests", &example(), "--iptables-masquerade-bit", "40", "--dry-run"]);
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(stderr(&out), "kproxy: --iptables-masquerade-bit: 40 is out of range (allowed: 0-31)\n");
     let out = kproxy(&["run", "--no-such-flag"]);
@@ -116,11 +116,11 @@ fn a_bad_flag_value_exits_64_naming_the_flag() {
 
 #[test]
 fn a_mode_this_build_lacks_is_refused_with_the_alternative() {
-    let out = kproxy(&["run", "--manifests", &example(), "--proxy-mode", "nftables"]);
+    let out = kproxy(&["run", "--manifests", &example(), "--proxy-mode", "ipvs"]);
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(
         stderr(&out),
-        "kproxy: --proxy-mode nftables: not available in this build yet (available: none; --dry-run computes and \
+        "kproxy: --proxy-mode ipvs: not available in this build yet (available: nftables; --dry-run computes and \
          serves the state without programming the node)\n"
     );
 }

@@ -68,6 +68,8 @@ fn run_serves_state_and_health_and_follows_the_folder() {
         .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
         .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
         .args(["--iptables-min-sync-period", "100ms"])
+        // Never program the test host's own namespace.
+        .arg("--dry-run")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

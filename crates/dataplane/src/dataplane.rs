@@ -23,10 +23,15 @@ pub struct SyncRequest<'a> {
     pub kind: SyncKind,
 }
 
-/// What a successful sync did, in words for the log.
+/// What a successful sync did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncReport {
+    /// In words, for the log.
     pub summary: String,
+    /// Objects or parts not programmed, each with the reason (a scheduler
+    /// the mode cannot do, a frontend another service already serves).
+    /// Reported once each: the runner logs and counts them.
+    pub skipped: Vec<String>,
 }
 
 /// Any failure of a dataplane; each mode has its own error enum.

@@ -8,9 +8,11 @@
 
 mod dataplane;
 mod dry_run;
+mod nftables;
 mod no_local;
 mod runner;
 
 pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 pub use dry_run::DryRun;
+pub use nftables::{Nftables, NftablesError, cleanup as cleanup_nftables, nft};
 pub use runner::{Runner, RunnerConfig, RunnerHandles};

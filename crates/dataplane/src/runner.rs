@@ -206,6 +206,10 @@ impl Runner {
         match result {
             Ok(report) => {
                 debug!(took_ms = took.as_millis() as u64, services, endpoints, summary = %report.summary, "sync applied");
+                for skipped in &report.skipped {
+                    warn!(reason = %skipped, "not programmed");
+                }
+                self.handles.metrics.skipped.inc_by(report.skipped.len() as u64);
                 self.succeeded(now, kind, took);
                 Ok(())
             }

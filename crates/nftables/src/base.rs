@@ -29,7 +29,7 @@ fn vmap(map: &str) -> Stmt {
 /// no detector is configured.
 pub fn from_pods(detector: &LocalDetector, negate: bool) -> Option<Match> {
     match detector {
-        LocalDetector::None => None,
+        LocalDetector::None | LocalDetector::NodePodCidrs => None,
         LocalDetector::Cidrs(nets) => Some(Match::SaddrIn { nets: nets.clone(), negate }),
         LocalDetector::Interface(name) => Some(Match::Iifname { pattern: name.clone(), negate }),
         LocalDetector::InterfacePrefix(prefix) => Some(Match::Iifname { pattern: format!("{prefix}*"), negate }),

@@ -1,6 +1,6 @@
 //! What the planner needs from configuration and the node, as values.
 
-use kproxy_model::{IpFamily, IpNet};
+use kproxy_model::{IpFamily, IpNet, NodeState};
 
 /// How traffic from this cluster's pods is recognised (`detectLocalMode`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -8,8 +8,11 @@ pub enum LocalDetector {
     /// Not configured: no source counts as a pod of the cluster.
     #[default]
     None,
-    /// Sources in these networks (cluster CIDRs, or the node's pod CIDRs).
+    /// Sources in these networks (`clusterCIDR`).
     Cidrs(Vec<IpNet>),
+    /// Sources in this node's pod CIDRs (`detectLocalMode: NodeCIDR`),
+    /// read from the Node at each plan.
+    NodePodCidrs,
     /// Traffic arriving on this interface (a pod bridge).
     Interface(String),
     /// Traffic arriving on interfaces named with this prefix.
@@ -52,5 +55,14 @@ impl Default for PlanConfig {
 impl PlanConfig {
     pub fn mark(&self) -> u32 {
         1 << self.masquerade_bit
+    }
+
+    /// The configuration with everything taken from the node filled in.
+    pub fn resolved(&self, node: &NodeState) -> PlanConfig {
+        let local_detector = match &self.local_detector {
+            LocalDetector::NodePodCidrs => LocalDetector::Cidrs(node.pod_cidrs.clone()),
+            other => other.clone(),
+        };
+        PlanConfig { local_detector, ..self.clone() }
     }
 }

@@ -134,6 +134,7 @@ pub fn plan(
     config: &PlanConfig,
     previous: Option<&Applied>,
 ) -> Planned {
+    let config = &config.resolved(&state.node);
     let node_ips = state.node.node_port_addresses.clone();
     let previous_same = previous.filter(|p| p.config == *config && p.node_ips == node_ips);
     let mut skips = Vec::new();
@@ -162,7 +163,7 @@ pub fn table(state: &ProxyState, family: IpFamily, config: &PlanConfig) -> Table
     let mut skips = Vec::new();
     let node_ips = &state.node.node_port_addresses;
     let applied = full_state(state, family, node_ips, None, &mut skips);
-    assemble(state, family, config, &applied)
+    assemble(state, family, &config.resolved(&state.node), &applied)
 }
 
 /// Who serves a frontend several ports claim. A cluster IP beats any other

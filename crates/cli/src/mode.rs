@@ -1,0 +1,96 @@
+//! Which dataplane runs, and its settings from the configuration.
+
+use kproxy_config::{Config, DetectLocalMode, ProxyMode};
+use kproxy_dataplane::{Dataplane, DryRun, Nftables};
+use kproxy_nftables::{LocalDetector, PlanConfig};
+use tracing::warn;
+
+use crate::UsageError;
+
+/// Whether this process runs with root's privileges.
+pub fn is_root() -> bool {
+    // The effective UID is the second number of the `Uid:` line.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1));
+    euid == Some("0")
+}
+
+/// The mode to run: the configured one, or the best this host allows
+/// (nftables as root, else the dry run: the userspace mode does not exist
+/// yet).
+pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode>> {
+    if dry_run {
+        return Ok(None);
+    }
+    match config.mode {
+        Some(ProxyMode::Nftables) => {
+            if !is_root() {
+                return Err(UsageError(
+                    "--proxy-mode nftables: programming nftables needs root (CAP_NET_ADMIN)".into(),
+                )
+                .into());
+            }
+            require_tools()?;
+            Ok(Some(ProxyMode::Nftables))
+        }
+        Some(mode) => Err(UsageError(format!(
+            "--proxy-mode {mode}: not available in this build yet (available: nftables; \
+             --dry-run computes and serves the state without programming the node)"
+        ))
+        .into()),
+        None if is_root() => {
+            require_tools()?;
+            Ok(Some(ProxyMode::Nftables))
+        }
+        None => {
+            warn!(
+                "not running as root: nothing can be programmed; running as --dry-run (the userspace mode is not built yet)"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The nftables mode applies through the `nft` tool (until the netlink
+/// applier lands) and cleans conntrack with the `conntrack` tool.
+fn require_tools() -> anyhow::Result<()> {
+    let works =
+        |tool: &str| std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !works("nft") {
+        anyhow::bail!("the nftables mode needs the nft tool: install the nftables package");
+    }
+    if !works("conntrack") {
+        warn!("the conntrack tool is missing (package conntrack): stale UDP flows will not be cleaned");
+    }
+    Ok(())
+}
+
+/// The planner's settings for the nftables mode.
+pub fn nftables_config(config: &Config) -> PlanConfig {
+    let local_detector = match config.detect_local_mode {
+        DetectLocalMode::ClusterCIDR if config.cluster_cidrs.is_empty() => LocalDetector::None,
+        DetectLocalMode::ClusterCIDR => LocalDetector::Cidrs(config.cluster_cidrs.clone()),
+        DetectLocalMode::NodeCIDR => LocalDetector::NodePodCidrs,
+        DetectLocalMode::BridgeInterface => LocalDetector::Interface(config.bridge_interface.clone()),
+        DetectLocalMode::InterfaceNamePrefix => LocalDetector::InterfacePrefix(config.interface_name_prefix.clone()),
+    };
+    PlanConfig {
+        masquerade_all: config.masquerade_all,
+        masquerade_bit: config.masquerade_bit,
+        local_detector,
+        drop_invalid: !(config.conntrack.tcp_be_liberal || tcp_be_liberal()),
+    }
+}
+
+/// `nf_conntrack_tcp_be_liberal` of this network namespace.
+fn tcp_be_liberal() -> bool {
+    std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The dataplane for `mode` (`None`: the dry run).
+pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> Box<dyn Dataplane> {
+    match mode {
+        Some(ProxyMode::Nftables) => Box::new(Nftables::new(nftables_config(config))),
+        _ => Box::new(DryRun),
+    }
+}

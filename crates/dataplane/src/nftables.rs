@@ -1,0 +1,167 @@
+//! The nftables dataplane: plans with `kproxy-nftables`, applies each plan
+//! as one `nft -f -` transaction, then cleans stale UDP conntrack entries.
+//!
+//! What was applied is kept in memory; the kernel is never read back. A
+//! failed transaction leaves the kernel as it was (nft is atomic) and
+//! forgets what was applied, so the next sync rebuilds the tables.
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+
+use kproxy_model::{Changes, IpFamily};
+use kproxy_nftables::{Applied, PlanConfig, names, plan, render};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tracing::{debug, warn};
+
+use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+
+/// What can go wrong talking to the kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum NftablesError {
+    /// The `nft` tool could not be started.
+    #[error("cannot run nft (install the nftables package)")]
+    Spawn(#[source] std::io::Error),
+    /// `nft` rejected the transaction; nothing was changed.
+    #[error("nft rejected the transaction: {stderr}")]
+    Rejected { stderr: String },
+    #[error("writing the transaction to nft failed")]
+    Write(#[source] std::io::Error),
+}
+
+/// The nftables mode.
+pub struct Nftables {
+    config: PlanConfig,
+    applied: Option<Applied>,
+    /// Skips already reported, so a persistent one is reported once.
+    reported: BTreeSet<String>,
+}
+
+impl Nftables {
+    pub fn new(config: PlanConfig) -> Self {
+        Self { config, applied: None, reported: BTreeSet::new() }
+    }
+
+    async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
+        let full = request.kind == SyncKind::Full;
+        let planned = plan(request.state, request.changes, full, &self.config, self.applied.as_ref());
+        let script = render::plan(&planned.plan);
+        if !planned.plan.is_empty()
+            && let Err(e) = nft(&script).await
+        {
+            self.applied = None;
+            return Err(e.into());
+        }
+        let elements = planned.applied.element_count(IpFamily::V4) + planned.applied.element_count(IpFamily::V6);
+        self.applied = Some(planned.applied);
+        let conntrack = flush_stale_udp(request.changes).await;
+
+        let current: BTreeSet<String> = planned.skips.into_iter().collect();
+        let skipped: Vec<String> = current.difference(&self.reported).cloned().collect();
+        if planned.plan.full {
+            self.reported = current;
+        } else {
+            self.reported.extend(skipped.iter().cloned());
+        }
+        let kind = if planned.plan.full { "full" } else { "partial" };
+        let summary = format!(
+            "{kind}: {} lines, {elements} elements in the tables, {conntrack} conntrack deletions",
+            script.lines().count()
+        );
+        Ok(SyncReport { summary, skipped })
+    }
+}
+
+impl Dataplane for Nftables {
+    fn mode(&self) -> &'static str {
+        "nftables"
+    }
+
+    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
+        Box::pin(self.sync_inner(request))
+    }
+}
+
+/// Runs one `nft -f -` transaction.
+pub async fn nft(script: &str) -> Result<(), NftablesError> {
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(NftablesError::Spawn)?;
+    let mut stdin = child.stdin.take().expect("stdin was piped");
+    stdin.write_all(script.as_bytes()).await.map_err(NftablesError::Write)?;
+    drop(stdin);
+    let output = child.wait_with_output().await.map_err(NftablesError::Spawn)?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // nft echoes the whole offending line; the first lines say enough.
+        let stderr: Vec<&str> = stderr.lines().take(6).collect();
+        Err(NftablesError::Rejected { stderr: stderr.join(" | ") })
+    }
+}
+
+/// Deletes the conntrack entries that would keep clients on a UDP endpoint
+/// no longer used, or on a rejection cached before a frontend had
+/// endpoints (SEMANTICS.md, "Conntrack"). Failures are logged, not fatal:
+/// the rules are right; only stale flows may linger. Returns how many
+/// deletions ran.
+async fn flush_stale_udp(changes: &Changes) -> usize {
+    let mut runs = 0;
+    for stale in &changes.stale_udp_endpoints {
+        let (f, e) = (stale.frontend, stale.endpoint);
+        let args = [
+            "--orig-dst".to_owned(),
+            f.ip().to_string(),
+            "--orig-port-dst".to_owned(),
+            f.port().to_string(),
+            "--reply-src".to_owned(),
+            e.ip().to_string(),
+            "--reply-port-src".to_owned(),
+            e.port().to_string(),
+        ];
+        conntrack_delete(IpFamily::of(&f.ip()), &args).await;
+        runs += 1;
+    }
+    for frontend in &changes.stale_udp_frontends {
+        let args = [
+            "--orig-dst".to_owned(),
+            frontend.ip().to_string(),
+            "--orig-port-dst".to_owned(),
+            frontend.port().to_string(),
+        ];
+        conntrack_delete(IpFamily::of(&frontend.ip()), &args).await;
+        runs += 1;
+    }
+    runs
+}
+
+async fn conntrack_delete(family: IpFamily, filter: &[String]) {
+    let family = match family {
+        IpFamily::V4 => "ipv4",
+        IpFamily::V6 => "ipv6",
+    };
+    let output = Command::new("conntrack").args(["-D", "-f", family, "-p", "udp"]).args(filter).output().await;
+    match output {
+        // Exit 1 with "0 flow entries have been deleted" is the common case.
+        Ok(out) if out.status.success() || out.status.code() == Some(1) => {
+            debug!(filter = filter.join(" "), "conntrack entries deleted");
+        }
+        Ok(out) => {
+            warn!(filter = filter.join(" "), stderr = %String::from_utf8_lossy(&out.stderr).trim(), "conntrack cleanup failed")
+        }
+        Err(e) => warn!(error = %e, "cannot run conntrack (install the conntrack package); stale UDP flows may linger"),
+    }
+}
+
+/// Removes kproxy's tables, and nothing else. Missing tables are fine.
+pub async fn cleanup() -> Result<(), NftablesError> {
+    let script =
+        format!("add table ip {t}\ndelete table ip {t}\nadd table ip6 {t}\ndelete table ip6 {t}\n", t = names::TABLE);
+    nft(&script).await
+}

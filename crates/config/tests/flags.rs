@@ -250,7 +250,6 @@ fn not_implemented_flags_and_fields_warn() {
             "--profiling: not implemented yet; ignored",
             "ipvs.scheduler: not implemented yet; ignored",
             "winkernel.networkName: Windows only; ignored",
-            "clusterCIDR: not implemented yet; ignored",
             "conntrack.maxPerCore: not implemented yet; ignored",
             "--conntrack-min: not implemented yet; ignored",
             "portRange: unused upstream too; ignored",

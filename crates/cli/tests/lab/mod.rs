@@ -1,0 +1,347 @@
+//! A lab for real-kernel tests: the sandbox topology, pods with backends,
+//! a manifest folder describing them, and kproxy running in node-a.
+//!
+//! Everything lives in namespaces the lab creates; kproxy is spawned with
+//! its own PID inside node-a and killed when the lab drops.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kproxy_model::{Changes, IpFamily, Protocol};
+use kproxy_nftables::trace::{Fate, Packet};
+use kproxy_nftables::{LocalDetector, PlanConfig};
+use kproxy_sandbox::{Backend, Netns, ProbeError, Reply, Spawned, Topology, available, tcp_request, udp_request};
+use kproxy_source::manifests::Folder;
+use kproxy_state::{NodePortAddresses, StateBuilder, StateConfig};
+
+/// Every backend listens on this port, TCP and UDP.
+pub const PORT: u16 = 8080;
+/// How long a probe waits when the answer should be "nothing" (a drop).
+pub const DROP_WAIT: Duration = Duration::from_millis(700);
+/// How long a probe waits for an answer that should come.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+pub const CLUSTER_CIDRS: &str = "10.244.0.0/16,fd00:10:244::/48";
+pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
+
+pub struct Lab {
+    pub topo: Topology,
+    pub dir: tempfile::TempDir,
+    backends: Vec<Backend>,
+    kproxy: Option<Spawned>,
+    log: PathBuf,
+    /// Pod name -> its `app` label; `None`: not in the manifests.
+    apps: std::cell::RefCell<BTreeMap<String, Option<String>>>,
+}
+
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let _ = write!(text, ": {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+impl Lab {
+    /// A topology with these pods (node index, name), each serving TCP and
+    /// UDP on [`PORT`], and a manifest folder listing node-a and the pods
+    /// (label `app` = the name up to its last `-`).
+    pub fn new(pods: &[(u8, &str)]) -> Lab {
+        if let Err(e) = available() {
+            panic!("real-kernel tests need network namespaces (run as root): {}", chain(&e));
+        }
+        let mut topo = Topology::new().unwrap_or_else(|e| panic!("topology: {}", chain(&e)));
+        let mut backends = Vec::new();
+        let mut apps = BTreeMap::new();
+        for (node, name) in pods {
+            let pod = topo.add_pod(*node, name).unwrap_or_else(|e| panic!("pod {name}: {}", chain(&e)));
+            let app = name.rsplit_once('-').map_or(*name, |(app, _)| app);
+            apps.insert(name.to_string(), Some(app.to_owned()));
+            backends.push(
+                Backend::start(&pod.ns, name, PORT, true, true)
+                    .unwrap_or_else(|e| panic!("backend {name}: {}", chain(&e))),
+            );
+        }
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let log = dir.path().join("kproxy.log");
+        let lab = Lab { topo, dir, backends, kproxy: None, log, apps: apps.into() };
+        lab.write_cluster();
+        lab
+    }
+
+    /// Relabels a pod (`None`: not listed at all), as a deployment would.
+    pub fn set_app(&self, pod: &str, app: Option<&str>) {
+        self.apps.borrow_mut().insert(pod.to_owned(), app.map(str::to_owned));
+        self.write_cluster();
+    }
+
+    /// `cluster.yaml`: node-a and the listed pods.
+    fn write_cluster(&self) {
+        let mut manifests = String::from(
+            "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus:\n  addresses:\n\
+             \x20 - {type: InternalIP, address: 192.168.77.1}\n  - {type: InternalIP, address: fd00:77::1}\n",
+        );
+        for (name, app) in self.apps.borrow().iter() {
+            let Some(app) = app else { continue };
+            let pod = self.pod(name);
+            let node_name = if pod.node == 1 { "node-a" } else { "node-b" };
+            let _ = write!(
+                manifests,
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {app}}}}}\n\
+                 spec: {{nodeName: {node_name}, containers: [{{name: c, ports: [{{name: http, containerPort: {PORT}}}]}}]}}\n\
+                 status:\n  phase: Running\n  podIPs: [{{ip: {}}}, {{ip: {}}}]\n  conditions: [{{type: Ready, status: \"True\"}}]\n",
+                pod.ipv4, pod.ipv6
+            );
+        }
+        self.write("cluster.yaml", &manifests);
+    }
+
+    pub fn node(&self) -> &Netns {
+        &self.topo.node.ns
+    }
+
+    pub fn client(&self) -> &Netns {
+        &self.topo.client
+    }
+
+    pub fn pod(&self, name: &str) -> &kproxy_sandbox::Pod {
+        self.topo.pod(name).unwrap_or_else(|| panic!("no pod {name}"))
+    }
+
+    /// Writes (or replaces) a manifest file; kproxy picks it up.
+    pub fn write(&self, file: &str, yaml: &str) {
+        let path = self.dir.path().join(file);
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, yaml).expect("writing a manifest");
+        std::fs::rename(&tmp, &path).expect("renaming a manifest");
+    }
+
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.path().join(file)).expect("removing a manifest");
+    }
+
+    /// The manifests folder in its own subfolder, so the log does not
+    /// count as one.
+    fn manifests(&self) -> PathBuf {
+        self.dir.path().to_owned()
+    }
+
+    /// The flags every test runs kproxy with.
+    pub fn flags() -> Vec<String> {
+        [
+            "--hostname-override",
+            "node-a",
+            "--proxy-mode",
+            "nftables",
+            "--cluster-cidr",
+            CLUSTER_CIDRS,
+            "--service-cidrs",
+            SERVICE_CIDRS,
+            "--iptables-min-sync-period",
+            "50ms",
+            "--healthz-bind-address",
+            "127.0.0.1:10256",
+            "--metrics-bind-address",
+            "127.0.0.1:10249",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    /// Starts `kproxy run` in node-a.
+    pub fn start(&mut self, extra: &[&str]) {
+        assert!(self.kproxy.is_none(), "kproxy is already running");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
+        command
+            .arg("run")
+            .arg("--manifests")
+            .arg(self.manifests())
+            .args(Self::flags())
+            .args(extra)
+            .env("RUST_LOG", "warn,kproxy=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let spawned = self.node().spawn(command).unwrap_or_else(|e| panic!("spawning kproxy: {}", chain(&e)));
+        self.kproxy = Some(spawned);
+        self.eventually("kproxy's tables", || self.ruleset().contains("table ip kproxy"));
+    }
+
+    /// Stops kproxy (SIGTERM) and waits for it; its rules stay.
+    pub fn stop(&mut self) {
+        let kproxy = self.kproxy.take().expect("kproxy is running");
+        kproxy.terminate().expect("signalling kproxy");
+        let status = kproxy.wait_with_timeout(Duration::from_secs(5)).expect("waiting for kproxy");
+        assert!(status.is_some(), "kproxy did not stop within 5 s");
+    }
+
+    /// Runs a kproxy subcommand in node-a and returns (success, stdout+stderr).
+    pub fn kproxy(&self, args: &[&str]) -> (bool, String) {
+        let out = self.node().exec(env!("CARGO_BIN_EXE_kproxy"), args);
+        match out {
+            Ok(stdout) => (true, stdout),
+            Err(e) => (false, chain(&e)),
+        }
+    }
+
+    /// kproxy's `/metrics`, fetched inside node-a.
+    pub fn metrics(&self) -> String {
+        self.node().enter(|| {
+            use std::io::{Read, Write};
+            let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", 10249)) else { return String::new() };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
+            let mut body = String::new();
+            let _ = stream.read_to_string(&mut body);
+            body
+        })
+    }
+
+    pub fn ruleset(&self) -> String {
+        self.node().exec("nft", &["list", "ruleset"]).unwrap_or_default()
+    }
+
+    /// Polls `check` every 50 ms for up to 10 s.
+    pub fn eventually(&self, what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if check() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("timed out waiting for {what}\n{}", self.log_tail());
+    }
+
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        format!("--- kproxy log (last lines) ---\n{}", lines[lines.len().saturating_sub(30)..].join("\n"))
+    }
+
+    /// `count` TCP requests from `from` to `to`: how often each outcome came.
+    pub fn spread(&self, from: &Netns, to: &str, protocol: Protocol, count: usize) -> BTreeMap<Outcome, usize> {
+        let mut seen = BTreeMap::new();
+        for _ in 0..count {
+            *seen.entry(self.request(from, to, protocol, None)).or_default() += 1;
+        }
+        seen
+    }
+
+    pub fn request(&self, from: &Netns, to: &str, protocol: Protocol, source: Option<IpAddr>) -> Outcome {
+        let to: SocketAddr = to.parse().expect("an address");
+        let wait = ANSWER_WAIT;
+        let result = match protocol {
+            Protocol::Udp => udp_request(from, to, source, wait),
+            _ => tcp_request(from, to, source, wait),
+        };
+        Outcome::from(result)
+    }
+
+    /// What kproxy's own tracer says about a connection, planned from the
+    /// same manifests and flags kproxy runs with.
+    pub fn trace(&self, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
+        let to: SocketAddr = to.parse().expect("an address");
+        let mut folder = Folder::new(&self.manifests()).expect("the folder");
+        let reload = folder.reload().expect("reading the folder");
+        let mut builder = StateBuilder::new(StateConfig {
+            node_name: "node-a".into(),
+            node_port_addresses: NodePortAddresses::Primary,
+            service_cidrs: SERVICE_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect(),
+            endpoint_controller: true,
+            ..StateConfig::default()
+        });
+        reload.events.into_iter().for_each(|e| builder.apply(e));
+        let _: Changes = builder.take_changes();
+        let config = PlanConfig {
+            local_detector: LocalDetector::Cidrs(
+                CLUSTER_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect(),
+            ),
+            ..PlanConfig::default()
+        };
+        let family = IpFamily::of(&to.ip());
+        let table = kproxy_nftables::table(builder.state(), family, &config);
+        let node = &self.topo.node;
+        let local_addresses = vec![
+            IpAddr::V4(node.ipv4),
+            IpAddr::V6(node.ipv6),
+            IpAddr::V4(node.addressing.bridge_ipv4),
+            IpAddr::V6(node.addressing.bridge_ipv6),
+        ];
+        let packet = Packet {
+            saddr: from,
+            daddr: to.ip(),
+            protocol,
+            dport: to.port(),
+            iif: iif.map(str::to_owned),
+            local_addresses,
+        };
+        kproxy_nftables::trace::trace(&table, family, &packet).fates()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.log_tail());
+        }
+        if let Some(kproxy) = self.kproxy.take() {
+            let _ = kproxy.kill();
+        }
+    }
+}
+
+/// One request's result, comparable and printable.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// The backend that answered and the source address it saw.
+    Answered {
+        backend: String,
+        peer: IpAddr,
+    },
+    Refused,
+    TimedOut,
+    Failed(String),
+}
+
+impl From<Result<Reply, ProbeError>> for Outcome {
+    fn from(result: Result<Reply, ProbeError>) -> Self {
+        match result {
+            Ok(reply) => Outcome::Answered { backend: reply.backend, peer: reply.peer },
+            Err(ProbeError::Refused | ProbeError::Reset) => Outcome::Refused,
+            Err(ProbeError::TimedOut) => Outcome::TimedOut,
+            Err(e) => Outcome::Failed(format!("{e:?}")),
+        }
+    }
+}
+
+pub fn answered(backend: &str, peer: impl Into<IpAddr>) -> Outcome {
+    Outcome::Answered { backend: backend.to_owned(), peer: peer.into() }
+}
+
+/// The backends seen in a spread.
+pub fn backends(spread: &BTreeMap<Outcome, usize>) -> Vec<String> {
+    let mut names: Vec<String> = spread
+        .keys()
+        .filter_map(|o| match o {
+            Outcome::Answered { backend, .. } => Some(backend.clone()),
+            _ => None,
+        })
+        .collect();
+    names.dedup();
+    names
+}
+
+/// A Service manifest: `ports` are (name, protocol, port, nodePort).
+pub fn service(name: &str, spec: &str) -> String {
+    format!("apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec:\n{spec}")
+}

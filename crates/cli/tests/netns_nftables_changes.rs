@@ -1,0 +1,219 @@
+//! The nftables mode while things change: endpoints and services coming
+//! and going (partial syncs), kproxy restarting, UDP conntrack cleanup,
+//! hostile objects, cleanup, and render output loaded by nft itself.
+
+mod lab;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use kproxy_model::Protocol;
+use kproxy_sandbox::{TcpSession, UdpFlow};
+use lab::*;
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+const WEB: &str =
+    "  clusterIP: 10.96.0.10\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n";
+
+fn backend_of(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Answered { backend, .. } => backend,
+        other => panic!("no answer: {other:?}"),
+    }
+}
+
+#[test]
+fn endpoints_and_services_changing_while_running_take_effect_without_a_restart() {
+    let mut lab = Lab::new(&[(1, "client-a1"), (2, "extra-b1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    assert_eq!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Refused, "no endpoints yet");
+
+    // A pod appears (relabelled to web): served.
+    lab.set_app("extra-b1", Some("web"));
+    lab.eventually("the new endpoint", || {
+        matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    assert_eq!(backend_of(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None)), "extra-b1");
+
+    // It leaves the selector: no new connection reaches it.
+    lab.set_app("extra-b1", Some("other"));
+    lab.eventually("the endpoint to go", || {
+        lab.request(client, "10.96.0.10:80", Protocol::Tcp, None) == Outcome::Refused
+    });
+
+    // The service goes: its cluster IP is an unowned address now (dropped).
+    lab.remove("web.yaml");
+    lab.eventually("the service to go", || !lab.ruleset().contains("10.96.0.10"));
+    let gone = kproxy_sandbox::tcp_request(client, addr("10.96.0.10:80"), None, DROP_WAIT);
+    assert!(matches!(gone, Err(kproxy_sandbox::ProbeError::TimedOut)), "{gone:?}");
+}
+
+#[test]
+fn established_connections_survive_rule_changes_and_a_restart() {
+    let mut lab = Lab::new(&[(2, "web-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web", || {
+        matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    let mut session = TcpSession::open(client, addr("10.96.0.10:80"), ANSWER_WAIT).expect("a session");
+    assert_eq!(session.request().expect("first request").backend, "web-b1");
+
+    lab.stop();
+    assert_eq!(session.request().expect("while kproxy is down").backend, "web-b1");
+    lab.start(&[]);
+    lab.eventually("the restarted kproxy's first sync", || lab.ruleset().contains("10.96.0.10 . tcp . 80"));
+    assert_eq!(session.request().expect("after the restart rebuilt the tables").backend, "web-b1");
+
+    // A full rebuild on a failed-and-retried sync does not break it either.
+    lab.write("other.yaml", &service("other", "  clusterIP: 10.96.0.11\n  ports: [{port: 80}]\n"));
+    lab.eventually("the other service", || lab.ruleset().contains("10.96.0.11"));
+    assert_eq!(session.request().expect("after a partial sync").backend, "web-b1");
+}
+
+#[test]
+fn a_udp_flow_moves_off_a_removed_endpoint_and_off_a_cached_rejection() {
+    let mut lab = Lab::new(&[(2, "dns-b1"), (2, "dns-b2"), (1, "client-a1")]);
+    let dns = |selector: &str| {
+        service(
+            "dns",
+            &format!(
+                "  clusterIP: 10.96.0.53\n  selector: {{app: {selector}}}\n  ports: [{{name: dns, port: 53, protocol: UDP, targetPort: 8080}}]\n"
+            ),
+        )
+    };
+    lab.set_app("dns-b1", Some("one"));
+    lab.set_app("dns-b2", Some("two"));
+    lab.write("dns.yaml", &dns("nobody"));
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    // 0 -> N: the flow is rejected while there are no endpoints...
+    let mut flow = UdpFlow::open(client, addr("10.96.0.53:53"), Duration::from_millis(500)).expect("a flow");
+    assert!(flow.request().is_err(), "no endpoints yet");
+    lab.write("dns.yaml", &dns("one"));
+    // ...and the same 5-tuple is answered once there are.
+    lab.eventually("the same flow to reach dns-b1", || flow.request().is_ok_and(|r| r.backend == "dns-b1"));
+
+    // Endpoint removal: without cleanup conntrack would keep sending this
+    // flow to dns-b1 for as long as it stays busy.
+    lab.write("dns.yaml", &dns("two"));
+    lab.eventually("the same flow to move to dns-b2", || flow.request().is_ok_and(|r| r.backend == "dns-b2"));
+    assert_eq!(flow.request().expect("still moved").backend, "dns-b2");
+}
+
+#[test]
+fn hostile_objects_are_skipped_and_counted_while_the_rest_is_served() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    lab.write("noports.yaml", &service("noports", "  clusterIP: 10.96.0.40\n  ports: []\n"));
+    lab.write("badrange.yaml", &service("badrange", "  type: LoadBalancer\n  clusterIP: 10.96.0.41\n  loadBalancerSourceRanges: [not-a-cidr]\n  ports: [{port: 80}]\n"));
+    // A second service claiming web's cluster IP as an external IP.
+    lab.write("thief.yaml", &service("thief", "  clusterIP: 10.96.0.42\n  externalIPs: [10.96.0.10]\n  selector: {app: client}\n  ports: [{name: http, port: 80, targetPort: 8080}]\n"));
+    let endpoints: String = (0..10_000)
+        .map(|i| format!("- addresses: [10.{}.{}.{}]\n", 100 + i / 65536, (i / 256) % 256, i % 256))
+        .collect();
+    lab.write(
+        "huge.yaml",
+        &format!("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: huge, labels: {{kubernetes.io/service-name: web}}}}\naddressType: IPv4\nports: [{{name: http, port: 80}}]\nendpoints:\n{endpoints}"),
+    );
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web", || {
+        matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 10);
+    assert_eq!(backends(&spread), ["web-a1"], "the huge slice was skipped and the thief got nothing: {spread:?}");
+    assert!(
+        matches!(lab.request(client, "10.96.0.42:80", Protocol::Tcp, None), Outcome::Answered { .. }),
+        "the thief's own IP works"
+    );
+    let metrics = lab.metrics();
+    assert!(metrics.contains("kproxy_manifest_invalid_documents_total 3"), "noports, badrange, huge:\n{metrics}");
+    assert!(metrics.contains("kproxy_sync_skipped_objects_total 1"), "the thief's external IP:\n{metrics}");
+}
+
+#[test]
+fn cleanup_leaves_the_namespace_as_it_found_it() {
+    let mut lab = Lab::new(&[(1, "web-a1")]);
+    // Someone else's table must survive.
+    lab.node()
+        .exec("nft", &["add table inet theirs; add chain inet theirs c { type filter hook input priority 0; }"])
+        .expect("their table");
+    let before = lab.ruleset();
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start(&[]);
+    assert_ne!(lab.ruleset(), before);
+    lab.stop();
+    assert!(lab.ruleset().contains("table ip kproxy"), "stopping keeps the rules");
+    let (ok, out) = lab.kproxy(&["cleanup"]);
+    assert!(ok, "{out}");
+    assert_eq!(lab.ruleset(), before);
+    let (ok, out) = lab.kproxy(&["cleanup"]);
+    assert!(ok, "cleaning up twice is fine: {out}");
+}
+
+#[test]
+fn render_output_loaded_by_nft_behaves_like_kproxys_own_apply() {
+    let pods = [(1, "web-a1"), (2, "web-b1"), (1, "client-a1")];
+    let manifests = |lab: &Lab| {
+        lab.write(
+            "web.yaml",
+            &service(
+                "web",
+                &format!(
+                    "  type: NodePort\n{}",
+                    WEB.replace("targetPort: http}", "targetPort: http, nodePort: 30080}")
+                ),
+            ),
+        );
+        lab.write("empty.yaml", &service("empty", "  clusterIP: 10.96.0.30\n  ports: [{port: 80}]\n"));
+    };
+    let probes = |lab: &Lab| -> Vec<(String, Vec<String>)> {
+        let client = &lab.pod("client-a1").ns;
+        let targets = [
+            (client, "10.96.0.10:80"),
+            (lab.client(), "192.168.77.1:30080"),
+            (client, "10.96.0.30:80"),
+            (client, "10.96.0.10:81"),
+        ];
+        targets
+            .iter()
+            .map(|(ns, to)| {
+                let mut seen: Vec<String> =
+                    lab.spread(ns, to, Protocol::Tcp, 20).keys().map(|o| format!("{o:?}")).collect();
+                seen.sort();
+                (to.to_string(), seen)
+            })
+            .collect()
+    };
+    // kproxy's own apply.
+    let mut own = Lab::new(&pods);
+    manifests(&own);
+    own.start(&[]);
+    own.eventually("web", || {
+        matches!(own.request(&own.pod("client-a1").ns, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    let expected = probes(&own);
+    drop(own);
+
+    // The same manifests rendered, and loaded by nft.
+    let rendered = Lab::new(&pods);
+    manifests(&rendered);
+    let dir = rendered.dir.path().display().to_string();
+    let mut args = vec!["render".to_owned(), "--manifests".to_owned(), dir];
+    args.extend(Lab::flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, script) = rendered.kproxy(&args);
+    assert!(ok, "{script}");
+    let path = rendered.dir.path().join("rendered.nft");
+    std::fs::write(&path, &script).unwrap();
+    rendered.node().exec("nft", &["-f", &path.display().to_string()]).expect("nft loads the rendered script");
+    assert_eq!(probes(&rendered), expected);
+    assert!(expected[0].1.len() == 2 && expected[2].1 == ["Refused"], "{expected:?}");
+}

@@ -25,6 +25,10 @@ pub enum Command {
     Trace(TraceArgs),
     /// Remove everything kproxy installed on this node, and nothing else.
     Cleanup(CleanupArgs),
+    /// Run kproxy in a sandbox of network namespaces, send traffic to every
+    /// service, show what happened, and remove the sandbox (needs root; the
+    /// host's own networking is not touched).
+    Demo(DemoArgs),
 }
 
 /// Where objects come from and how kproxy is configured; shared by `run`
@@ -110,4 +114,12 @@ pub struct CleanupArgs {
     /// Proxy mode whose objects to remove (only nftables exists so far).
     #[arg(long = "proxy-mode", value_name = "MODE", default_value = "nftables")]
     pub mode: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The demo's manifests: Services, and Pods (each gets a backend and an
+    /// address in the sandbox).
+    #[arg(long, value_name = "DIR", default_value = "examples/demo")]
+    pub manifests: PathBuf,
 }

@@ -6,6 +6,7 @@
 
 mod args;
 mod cleanup_cmd;
+mod demo;
 mod host;
 mod mode;
 mod render_cmd;
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         Command::Render(args) => render_cmd::render(args),
         Command::Trace(args) => trace_cmd::trace(args),
         Command::Cleanup(args) => cleanup_cmd::cleanup(args),
+        Command::Demo(args) => demo::demo(args),
     };
     match result {
         Ok(code) => code,

@@ -362,3 +362,83 @@ fn kproxy_trace_agrees_with_what_the_kernel_did() {
         assert_eq!(seen, traced, "{source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}");
     }
 }
+
+#[test]
+fn ipv6_and_udp_node_ports_work_like_ipv4_tcp() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1")]);
+    lab.write(
+        "web.yaml",
+        &service(
+            "web",
+            "  type: NodePort\n  clusterIPs: [10.96.0.10, \"fd00:96::10\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {app: web}\n  ports:\n  - {name: http, port: 80, targetPort: http, nodePort: 30080}\n  - {name: u, port: 80, protocol: UDP, targetPort: 8080, nodePort: 30080}\n",
+        ),
+    );
+    lab.start(&[]);
+    lab.eventually("the IPv6 node port", || answers(&lab, lab.client(), "[fd00:77::1]:30080", Protocol::Tcp));
+    for (to, protocol) in [
+        ("[fd00:77::1]:30080", Protocol::Tcp),
+        ("[fd00:77::1]:30080", Protocol::Udp),
+        ("192.168.77.1:30080", Protocol::Udp),
+    ] {
+        let spread = lab.spread(lab.client(), to, protocol, 30);
+        assert_eq!(backends(&spread), ["web-a1", "web-b1"], "{to}/{protocol}: {spread:?}");
+        let client = if to.starts_with('[') { ip("fd00:77::100") } else { ip("192.168.77.100") };
+        assert!(
+            spread.keys().all(|o| !matches!(o, Outcome::Answered { peer, .. } if *peer == client)),
+            "masqueraded: {spread:?}"
+        );
+    }
+}
+
+#[test]
+fn masquerade_all_hides_even_pods() {
+    let mut lab = Lab::new(&[(2, "web-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start(&["--masquerade-all"]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
+    assert_eq!(lab.request(&client.ns, "10.96.0.10:80", Protocol::Tcp, None), answered("web-b1", ip("192.168.77.1")));
+}
+
+#[test]
+fn a_bridge_interface_detector_tells_pods_from_outsiders() {
+    let mut lab = Lab::new(&[(2, "web-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start(&["--detect-local-mode", "BridgeInterface", "--pod-bridge-interface", "kpbr0"]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
+    assert_eq!(lab.request(&client.ns, "10.96.0.10:80", Protocol::Tcp, None), answered("web-b1", client.ipv4), "a pod");
+    assert_eq!(
+        lab.request(lab.client(), "10.96.0.10:80", Protocol::Tcp, None),
+        answered("web-b1", ip("192.168.77.1")),
+        "outside"
+    );
+}
+
+#[test]
+fn internal_traffic_policy_local_uses_local_endpoints_and_drops_without_them() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (2, "api-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", &format!("{WEB}  internalTrafficPolicy: Local\n")));
+    lab.write("api.yaml", &service("api", "  clusterIP: 10.96.0.12\n  selector: {app: api}\n  internalTrafficPolicy: Local\n  ports: [{port: 80, targetPort: 8080}]\n"));
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web", || answers(&lab, client, "10.96.0.10:80", Protocol::Tcp));
+    assert_eq!(backends(&lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 20)), ["web-a1"]);
+    let api = kproxy_sandbox::tcp_request(client, "10.96.0.12:80".parse().unwrap(), None, DROP_WAIT);
+    assert!(matches!(api, Err(kproxy_sandbox::ProbeError::TimedOut)), "no local endpoint: dropped, {api:?}");
+}
+
+#[test]
+fn run_once_programs_the_node_and_exits_zero() {
+    let lab = Lab::new(&[(1, "web-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    let dir = lab.dir.path().display().to_string();
+    let mut args = vec!["run".to_owned(), "--manifests".to_owned(), dir, "--once".to_owned()];
+    args.extend(Lab::flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, out) = lab.kproxy(&args);
+    assert!(ok, "{out}");
+    assert!(lab.ruleset().contains("10.96.0.10 . tcp . 80"));
+    let client = &lab.pod("web-a1").ns;
+    assert!(answers(&lab, client, "10.96.0.10:80", Protocol::Tcp));
+}

@@ -128,8 +128,8 @@ impl Lab {
         std::fs::remove_file(self.dir.path().join(file)).expect("removing a manifest");
     }
 
-    /// The manifests folder in its own subfolder, so the log does not
-    /// count as one.
+    /// The manifests folder (the log beside them is not a manifest: only
+    /// `.yaml`, `.yml` and `.json` files are read).
     fn manifests(&self) -> PathBuf {
         self.dir.path().to_owned()
     }

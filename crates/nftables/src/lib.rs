@@ -14,6 +14,7 @@
 pub mod ast;
 mod base;
 mod config;
+mod diff;
 pub mod names;
 mod objects;
 mod plan;

@@ -113,14 +113,7 @@ fn a_freed_frontend_goes_to_the_waiting_claimant_in_the_same_sync() {
     let mut k = Kernel::new();
     web(&mut s);
     k.sync(&mut s, false);
-    s.service(
-        service("default", "thief")
-            .cluster_ip("10.96.0.90")
-            .external_ips(&["10.96.0.10"])
-            .port("http", "TCP", 80)
-            .build(),
-    );
-    s.slice(slice("default", "thief-1", "thief").port("http", "TCP", 80).endpoint(Ep::new("10.244.2.99")).build());
+    thief(&mut s);
     let planned = k.sync(&mut s, false);
     assert_eq!(
         planned.skips,

@@ -312,14 +312,7 @@ fn a_scheduler_nftables_cannot_do_rejects_and_is_reported() {
 #[test]
 fn two_services_claiming_one_frontend_leave_it_to_the_first_and_report_the_second() {
     let mut s = web_scenario();
-    s.service(
-        service("default", "thief")
-            .cluster_ip("10.96.0.90")
-            .external_ips(&["10.96.0.10"])
-            .port("http", "TCP", 80)
-            .build(),
-    );
-    s.slice(slice("default", "thief-1", "thief").port("http", "TCP", 80).endpoint(Ep::new("10.244.2.99")).build());
+    thief(&mut s);
     s.sync();
     assert_eq!(fates(&s, POD, "10.96.0.10:80"), [dnat("10.244.1.10:8080", false), dnat("10.244.2.10:8080", false)]);
     assert_eq!(fates(&s, POD, "10.96.0.90:80"), [dnat("10.244.2.99:80", false)], "its own cluster IP still works");

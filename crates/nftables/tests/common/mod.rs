@@ -32,6 +32,18 @@ pub fn web(s: &mut Scenario) {
     );
 }
 
+/// default/thief: its own cluster IP, and web's cluster IP as an external IP.
+pub fn thief(s: &mut Scenario) {
+    s.service(
+        service("default", "thief")
+            .cluster_ip("10.96.0.90")
+            .external_ips(&["10.96.0.10"])
+            .port("http", "TCP", 80)
+            .build(),
+    );
+    s.slice(slice("default", "thief-1", "thief").port("http", "TCP", 80).endpoint(Ep::new("10.244.2.99")).build());
+}
+
 pub fn config() -> PlanConfig {
     PlanConfig {
         local_detector: kproxy_nftables::LocalDetector::Cidrs(vec!["10.244.0.0/16".parse().unwrap()]),

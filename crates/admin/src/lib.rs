@@ -8,9 +8,11 @@
 //! values, tested without sockets; binding them is the binary's job.
 
 pub mod health;
+pub mod health_check;
 pub mod metrics;
 pub mod router;
 
 pub use health::{Clock, Health, HealthReport, SystemClock};
+pub use health_check::{HealthCheck, HealthChecks, serve_health_checks};
 pub use metrics::Metrics;
 pub use router::{AdminState, health_router, metrics_router};

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use kproxy_admin::{AdminState, Health, Metrics, SystemClock, health_router, metrics_router};
+use kproxy_admin::{
+    AdminState, Health, HealthChecks, Metrics, SystemClock, health_router, metrics_router, serve_health_checks,
+};
 use kproxy_config::Config;
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
 use kproxy_model::ProxyState;
@@ -77,8 +79,14 @@ async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, on
     let (events_tx, events) = mpsc::channel(1024);
     let source = tokio::spawn(source.run(events_tx));
 
+    let health_checks = Arc::new(HealthChecks::default());
+    // A dry run programs nothing, and answers no load balancer either.
+    if !once && dataplane.mode() != "dry-run" {
+        let state = state_tx.subscribe();
+        tokio::spawn(serve_health_checks(health_checks.clone(), health.clone(), Arc::new(SystemClock), state));
+    }
     let runner_config = RunnerConfig::new(config.min_sync_period, config.sync_period);
-    let handles = RunnerHandles { health, metrics, state: state_tx, clock: Arc::new(SystemClock) };
+    let handles = RunnerHandles { health, metrics, state: state_tx, clock: Arc::new(SystemClock), health_checks };
     let runner = Runner::new(runner_config, StateBuilder::new(state_config), dataplane, handles);
     if once {
         let result = runner.run_once(events).await;

@@ -217,3 +217,42 @@ fn render_output_loaded_by_nft_behaves_like_kproxys_own_apply() {
     assert_eq!(probes(&rendered), expected);
     assert!(expected[0].1.len() == 2 && expected[2].1 == ["Refused"], "{expected:?}");
 }
+
+/// `GET /` on `to` from `ns`: (status, body).
+fn http_get(ns: &kproxy_sandbox::Netns, to: SocketAddr) -> Option<(u16, String)> {
+    ns.enter(|| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        stream.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let status = response.split(' ').nth(1)?.parse().ok()?;
+        Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
+    })
+}
+
+#[test]
+fn the_health_check_node_port_tells_the_load_balancer_whether_this_node_has_endpoints() {
+    let mut lab = Lab::new(&[(1, "shop-a1"), (2, "shop-b1")]);
+    let shop = service(
+        "shop",
+        "  type: LoadBalancer\n  clusterIP: 10.96.0.20\n  selector: {app: shop}\n  externalTrafficPolicy: Local\n  healthCheckNodePort: 32000\n  ports: [{name: https, port: 443, targetPort: http, nodePort: 30443}]\n",
+    );
+    lab.write("shop.yaml", &shop);
+    lab.start(&[]);
+    let check = addr("192.168.77.1:32000");
+    lab.eventually("the health check to answer", || http_get(lab.client(), check).is_some());
+    let (status, body) = http_get(lab.client(), check).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        r#"{"service":{"namespace":"default","name":"shop"},"localEndpoints":1,"serviceProxyHealthy":true}"#
+    );
+    // The local pod goes: the load balancer must steer away from this node.
+    lab.set_app("shop-a1", None);
+    lab.eventually("503", || http_get(lab.client(), check).is_some_and(|(s, _)| s == 503));
+    // The service goes: nothing listens any more.
+    lab.remove("shop.yaml");
+    lab.eventually("the listener to close", || http_get(lab.client(), check).is_none());
+}

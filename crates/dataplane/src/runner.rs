@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use kproxy_admin::metrics::FamilyLabel;
-use kproxy_admin::{Clock, Health, Metrics};
-use kproxy_model::{Changes, IpFamily, ProxyState};
+use kproxy_admin::{Clock, Health, HealthCheck, HealthChecks, Metrics};
+use kproxy_model::{Changes, IpFamily, ProxyState, ServiceName, ServicePortName};
 use kproxy_state::{SourceEvent, StateBuilder};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
@@ -54,6 +54,8 @@ pub struct RunnerHandles {
     /// maps are persistent).
     pub state: watch::Sender<Arc<ProxyState>>,
     pub clock: Arc<dyn Clock>,
+    /// Health-check node ports and their local endpoint counts.
+    pub health_checks: Arc<HealthChecks>,
 }
 
 /// Owns the state pipeline and the dataplane for the life of the process.
@@ -254,6 +256,7 @@ impl Runner {
                 }
             }
         }
+        self.record_health_checks();
         self.handles.health.updated(self.handles.clock.now());
         self.unapplied = Changes::default();
         self.failures = 0;
@@ -261,6 +264,37 @@ impl Runner {
         self.next_full = false;
         if kind == SyncKind::Full {
             self.last_full = Some(now);
+        }
+    }
+}
+
+impl Runner {
+    /// Updates the health-check registry for the services this sync
+    /// changed: their node port and how many ready endpoints this node has.
+    fn record_health_checks(&self) {
+        let state = self.builder.state();
+        let services: std::collections::BTreeSet<&ServiceName> =
+            self.unapplied.service_ports.iter().map(|(_, name)| &name.service).collect();
+        for service in services {
+            let ports: Vec<&kproxy_model::ServicePort> = IpFamily::ALL
+                .into_iter()
+                .flat_map(|f| {
+                    let start = ServicePortName::first_of(service.clone());
+                    state
+                        .family(f)
+                        .service_ports
+                        .range(start..)
+                        .take_while(|(k, _)| k.service == *service)
+                        .map(|(_, p)| p.as_ref())
+                })
+                .collect();
+            let port = ports.iter().find_map(|p| p.health_check_node_port);
+            let mut local: Vec<std::net::IpAddr> =
+                ports.iter().flat_map(|p| &p.local_endpoints).filter(|e| e.ready).map(|e| e.ip).collect();
+            local.sort();
+            local.dedup();
+            let check = port.map(|port| HealthCheck { port, local_endpoints: local.len() });
+            self.handles.health_checks.set(service.clone(), check);
         }
     }
 }

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use kproxy_admin::{Clock, Health, Metrics};
+use kproxy_admin::{Clock, Health, HealthCheck, HealthChecks, Metrics};
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles, SyncFuture, SyncKind, SyncReport, SyncRequest};
 use kproxy_model::ProxyState;
 use kproxy_state::{Object, SourceEvent, StateBuilder, StateConfig, convert};
@@ -62,6 +62,7 @@ struct Harness {
     health: Arc<Health>,
     metrics: Arc<Metrics>,
     state: watch::Receiver<Arc<ProxyState>>,
+    health_checks: Arc<HealthChecks>,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -74,11 +75,13 @@ impl Harness {
         let (state_tx, state) = watch::channel(Arc::new(ProxyState::default()));
         let health = Arc::new(Health::new(config.sync_period * 2));
         let metrics = Arc::new(Metrics::new());
+        let health_checks = Arc::new(HealthChecks::default());
         let handles = RunnerHandles {
             health: health.clone(),
             metrics: metrics.clone(),
             state: state_tx,
             clock: Arc::new(TokioClock(start)),
+            health_checks: health_checks.clone(),
         };
         let builder = StateBuilder::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
         let runner = Runner::new(config, builder, Box::new(fake.clone()), handles);
@@ -86,7 +89,7 @@ impl Harness {
         tokio::spawn(runner.run(rx, async move {
             let _ = stopped.await;
         }));
-        Harness { fake, events, health, metrics, state, _stop: stop }
+        Harness { fake, events, health, metrics, state, health_checks, _stop: stop }
     }
 
     async fn send(&self, event: SourceEvent) {
@@ -242,10 +245,37 @@ async fn run_once_waits_for_the_initial_list_and_reports_the_result() {
         metrics: Arc::new(Metrics::new()),
         state: state_tx,
         clock: Arc::new(TokioClock(start)),
+        health_checks: Arc::default(),
     };
     let runner = Runner::new(config(), StateBuilder::new(StateConfig::default()), Box::new(fake.clone()), handles);
     tx.send(SourceEvent::Synced).await.unwrap();
     let result = runner.run_once(rx).await;
     assert_eq!(result.unwrap_err().to_string(), "scripted failure");
     assert_eq!(fake.calls.lock().unwrap()[0].kind, SyncKind::Full);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sync_records_health_check_ports_with_their_local_endpoints() {
+    let h = Harness::start(config(), &[]);
+    let svc = service("default", "shop")
+        .type_("LoadBalancer")
+        .cluster_ip("10.96.0.20")
+        .port("https", "TCP", 443)
+        .external_traffic_policy("Local")
+        .health_check_node_port(32000)
+        .build();
+    h.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await;
+    let sl = slice("default", "shop-1", "shop")
+        .port("https", "TCP", 8443)
+        .endpoint(Ep::new("10.244.1.20").node("node-a"))
+        .endpoint(Ep::new("10.244.2.20").node("node-b"))
+        .build();
+    h.send(SourceEvent::Apply(convert::endpoint_slice(&sl).unwrap())).await;
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    let check = h.health_checks.by_port(32000).map(|(name, check)| (name.to_string(), check));
+    assert_eq!(check, Some(("default/shop".to_owned(), HealthCheck { port: 32000, local_endpoints: 1 })));
+    h.send(SourceEvent::Delete(kproxy_state::ObjectKey::new(kproxy_state::Kind::Service, "default", "shop"))).await;
+    at(2_000).await;
+    assert_eq!(h.health_checks.by_port(32000), None);
 }

@@ -442,3 +442,24 @@ fn run_once_programs_the_node_and_exits_zero() {
     let client = &lab.pod("web-a1").ns;
     assert!(answers(&lab, client, "10.96.0.10:80", Protocol::Tcp));
 }
+
+#[test]
+fn a_pinned_client_is_forgotten_after_the_affinity_timeout() {
+    let mut lab = Lab::new(&[(2, "web-b1"), (1, "client-a1")]);
+    lab.write(
+        "web.yaml",
+        &service(
+            "web",
+            &format!(
+                "{WEB}  sessionAffinity: ClientIP\n  sessionAffinityConfig: {{clientIP: {{timeoutSeconds: 1}}}}\n"
+            ),
+        ),
+    );
+    lab.start(&[]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
+    let pinned = format!("{} expires", client.ipv4);
+    assert!(lab.ruleset().contains(&pinned), "{}", lab.ruleset());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!lab.ruleset().contains(&pinned), "still pinned after the timeout:\n{}", lab.ruleset());
+}

@@ -1,15 +1,19 @@
 //! The nftables dataplane: plans with `kproxy-nftables`, applies each plan
-//! as one `nft -f -` transaction, then cleans stale UDP conntrack entries.
+//! as one nf_tables transaction over netlink (`kproxy-netlink`), then
+//! cleans stale UDP conntrack entries.
 //!
 //! What was applied is kept in memory; the kernel is never read back. A
-//! failed transaction leaves the kernel as it was (nft is atomic) and
-//! forgets what was applied, so the next sync rebuilds the tables.
+//! failed transaction leaves the kernel as it was (transactions are
+//! atomic) and forgets what was applied, so the next sync rebuilds the
+//! tables. The `nft` tool is not needed at runtime; [`nft`] remains for
+//! tests, benchmarks and debugging.
 
 use std::collections::BTreeSet;
 use std::process::Stdio;
 
 use kproxy_model::{Changes, IpFamily};
-use kproxy_nftables::{Applied, PlanConfig, names, plan, render};
+use kproxy_netlink::nft::{self as netlink, ApplyError, IntervalSets};
+use kproxy_nftables::{Applied, FamilyPlan, Op, Plan, PlanConfig, plan, render};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tracing::{debug, warn};
@@ -19,6 +23,12 @@ use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncRepo
 /// What can go wrong talking to the kernel.
 #[derive(Debug, thiserror::Error)]
 pub enum NftablesError {
+    /// The kernel refused the transaction; nothing was changed.
+    #[error("the kernel refused the transaction at `{op}`: {reason}")]
+    Refused { op: String, reason: String },
+    /// The transaction could not be sent, or its outcome read.
+    #[error("applying the transaction failed")]
+    Apply(#[source] ApplyError),
     /// The `nft` tool could not be started.
     #[error("cannot run nft (install the nftables package)")]
     Spawn(#[source] std::io::Error),
@@ -33,24 +43,43 @@ pub enum NftablesError {
 pub struct Nftables {
     config: PlanConfig,
     applied: Option<Applied>,
+    /// The interval sets in the tables, as of the last successful sync.
+    interval_sets: IntervalSets,
+    /// Sequence number of the next batch's first message.
+    seq: u32,
     /// Skips already reported, so a persistent one is reported once.
     reported: BTreeSet<String>,
 }
 
 impl Nftables {
     pub fn new(config: PlanConfig) -> Self {
-        Self { config, applied: None, reported: BTreeSet::new() }
+        // Distinct from any earlier process's numbers, for readable traces.
+        let seq =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(1);
+        Self { config, applied: None, interval_sets: IntervalSets::default(), seq, reported: BTreeSet::new() }
     }
 
     async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
         let full = request.kind == SyncKind::Full;
         let planned = plan(request.state, request.changes, full, &self.config, self.applied.as_ref());
-        let script = render::plan(&planned.plan);
-        if !planned.plan.is_empty()
-            && let Err(e) = nft(&script).await
-        {
-            self.applied = None;
-            return Err(e.into());
+        let (mut messages, mut bytes) = (0, 0);
+        if !planned.plan.is_empty() {
+            // Nothing is known about the kernel after a failure.
+            let sets = if self.applied.is_some() { self.interval_sets.clone() } else { IntervalSets::default() };
+            let encoded = netlink::encode(&planned.plan, self.seq, &sets);
+            self.seq = encoded.next_seq().wrapping_add(1);
+            (messages, bytes) = (encoded.origins.len(), encoded.bytes.len());
+            let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            if let Err(e) = result {
+                self.applied = None;
+                return Err(refused(&planned.plan, e).into());
+            }
+            if self.applied.is_none() {
+                self.interval_sets = IntervalSets::default();
+            }
+            self.interval_sets.applied(&planned.plan);
         }
         let elements = planned.applied.element_count(IpFamily::V4) + planned.applied.element_count(IpFamily::V6);
         self.applied = Some(planned.applied);
@@ -65,8 +94,7 @@ impl Nftables {
         }
         let kind = if planned.plan.full { "full" } else { "partial" };
         let summary = format!(
-            "{kind}: {} lines, {elements} elements in the tables, {conntrack} conntrack deletions",
-            script.lines().count()
+            "{kind}: {messages} messages ({bytes} bytes), {elements} elements in the tables, {conntrack} conntrack deletions"
         );
         Ok(SyncReport { summary, skipped })
     }
@@ -82,7 +110,36 @@ impl Dataplane for Nftables {
     }
 }
 
-/// Runs one `nft -f -` transaction.
+/// The error for a refused plan, naming the first op the kernel refused.
+fn refused(plan: &Plan, error: ApplyError) -> NftablesError {
+    let ApplyError::Rejected(errors) = &error else { return NftablesError::Apply(error) };
+    let Some(first) = errors.first() else { return NftablesError::Apply(error) };
+    let op = first
+        .origin
+        .and_then(|(f, o)| {
+            let family_plan: &FamilyPlan = plan.families.get(f)?;
+            Some(describe(family_plan.family?, family_plan.ops.get(o)?))
+        })
+        .unwrap_or_else(|| "the transaction itself".to_owned());
+    let mut reason = first.reason();
+    if errors.len() > 1 {
+        reason.push_str(&format!(" (and {} more errors)", errors.len() - 1));
+    }
+    NftablesError::Refused { op, reason }
+}
+
+/// An op as nft syntax, shortened to its first line.
+fn describe(family: IpFamily, op: &Op) -> String {
+    let text = render::op(family, op);
+    let first = text.lines().next().unwrap_or_default();
+    const MAX: usize = 300;
+    match first.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{} ...", &first[..cut]),
+        None => first.to_owned(),
+    }
+}
+
+/// Runs one `nft -f -` transaction (for tests, benchmarks and debugging).
 pub async fn nft(script: &str) -> Result<(), NftablesError> {
     let mut child = Command::new("nft")
         .args(["-f", "-"])
@@ -161,7 +218,12 @@ async fn conntrack_delete(family: IpFamily, filter: &[String]) {
 
 /// Removes kproxy's tables, and nothing else. Missing tables are fine.
 pub async fn cleanup() -> Result<(), NftablesError> {
-    let script =
-        format!("add table ip {t}\ndelete table ip {t}\nadd table ip6 {t}\ndelete table ip6 {t}\n", t = names::TABLE);
-    nft(&script).await
+    let ops = vec![Op::AddTable, Op::DeleteTable];
+    let families = IpFamily::ALL.map(|f| FamilyPlan { family: Some(f), ops: ops.clone() }).to_vec();
+    let plan = Plan { full: true, families };
+    let encoded = netlink::encode(&plan, 1, &IntervalSets::default());
+    let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    result.map_err(|e| refused(&plan, e))
 }

@@ -1,9 +1,11 @@
 //! The kernel edge: everything kproxy says to the kernel over netlink.
 //!
-//! For now, reading the host's addresses (for node ports). This crate owns
-//! sockets and kernel encodings; it makes no policy decisions.
+//! Reading the host's addresses (for node ports) and programming nf_tables
+//! ([`nft`]). This crate owns sockets and kernel encodings; it makes no
+//! policy decisions.
 
 mod addresses;
+pub mod nft;
 
 pub use addresses::host_addresses;
 

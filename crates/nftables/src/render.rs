@@ -25,6 +25,13 @@ pub fn plan(plan: &Plan) -> String {
     out
 }
 
+/// One operation in `nft -f` syntax (several lines for many elements).
+pub fn op(family: IpFamily, op: &Op) -> String {
+    let mut out = String::new();
+    op_line(&mut out, family, op);
+    out
+}
+
 fn family_word(family: IpFamily) -> &'static str {
     match family {
         IpFamily::V4 => "ip",

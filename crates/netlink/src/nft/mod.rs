@@ -1,0 +1,14 @@
+//! nf_tables over netlink: kproxy's plans encoded as the messages `nft`
+//! would send, applied in one transaction, and the kernel's answers
+//! decoded.
+
+pub mod decode;
+pub mod encode;
+mod expr;
+mod socket;
+pub mod types;
+pub mod wire;
+
+pub use decode::{Attr, DecodeError, Message, parse};
+pub use encode::{Encoded, Encoder, IntervalSets, encode};
+pub use socket::{ApplyError, apply};

@@ -1,0 +1,181 @@
+//! The nf_tables wire format: netlink headers, `nfgenmsg`, attributes.
+//!
+//! Numbers are from the kernel's uapi headers (`linux/netlink.h`,
+//! `linux/netfilter/nfnetlink.h`, `linux/netfilter/nf_tables.h`). Integer
+//! attributes are big-endian; register contents are in the byte order of
+//! the value they hold.
+
+/// `NFNL_SUBSYS_NFTABLES`.
+pub const SUBSYS_NFTABLES: u16 = 10;
+/// `NFNL_MSG_BATCH_BEGIN` and `_END` (subsystem 0).
+pub const MSG_BATCH_BEGIN: u16 = 0x10;
+pub const MSG_BATCH_END: u16 = 0x11;
+
+/// `NFT_MSG_*`.
+pub mod msg {
+    pub const NEWTABLE: u8 = 0;
+    pub const DELTABLE: u8 = 2;
+    pub const NEWCHAIN: u8 = 3;
+    pub const DELCHAIN: u8 = 5;
+    pub const NEWRULE: u8 = 6;
+    pub const DELRULE: u8 = 8;
+    pub const NEWSET: u8 = 9;
+    pub const DELSET: u8 = 11;
+    pub const NEWSETELEM: u8 = 12;
+    pub const DELSETELEM: u8 = 14;
+    pub const NEWGEN: u8 = 15;
+    pub const GETGEN: u8 = 16;
+}
+
+/// `NLMSG_ERROR`, `NLMSG_DONE`.
+pub const NLMSG_ERROR: u16 = 2;
+pub const NLMSG_DONE: u16 = 3;
+
+/// Netlink header flags.
+pub const NLM_F_REQUEST: u16 = 0x1;
+pub const NLM_F_ACK: u16 = 0x4;
+pub const NLM_F_CREATE: u16 = 0x400;
+pub const NLM_F_APPEND: u16 = 0x800;
+
+/// `NLA_F_NESTED`; `NLA_TYPE_MASK` strips it and `NLA_F_NET_BYTEORDER`.
+pub const NLA_F_NESTED: u16 = 0x8000;
+pub const NLA_TYPE_MASK: u16 = 0x3fff;
+
+pub const NLMSG_HDRLEN: usize = 16;
+/// `struct nfgenmsg`: family, version, resource id.
+pub const NFGENMSG_LEN: usize = 4;
+
+/// Netlink's 4-byte alignment.
+pub const fn align(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// Builds netlink messages into one buffer: a batch, sent with one
+/// `sendmsg`. Attribute nests are closed in order; lengths are patched
+/// when a nest or message ends.
+#[derive(Debug, Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+    message: usize,
+    seq: u32,
+}
+
+/// An open attribute nest: where its header is.
+#[must_use = "a nest must be closed with Writer::end_nest"]
+pub struct Nest(usize);
+
+impl Writer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Numbers messages from `seq`.
+    pub fn with_seq(seq: u32) -> Self {
+        Self { seq, ..Self::default() }
+    }
+
+    /// The sequence number the next message gets.
+    pub fn next_seq(&self) -> u32 {
+        self.seq
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Bytes of the message being built so far.
+    pub fn message_len(&self) -> usize {
+        self.buf.len() - self.message
+    }
+
+    /// Starts a message of `kind` (subsystem << 8 | type) with an
+    /// `nfgenmsg` header; returns its sequence number.
+    pub fn begin(&mut self, kind: u16, flags: u16, family: u8, res_id: u16) -> u32 {
+        debug_assert_eq!(self.buf.len() % 4, 0);
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.message = self.buf.len();
+        self.buf.extend_from_slice(&0u32.to_ne_bytes());
+        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        self.buf.extend_from_slice(&flags.to_ne_bytes());
+        self.buf.extend_from_slice(&seq.to_ne_bytes());
+        self.buf.extend_from_slice(&0u32.to_ne_bytes());
+        self.buf.extend_from_slice(&[family, 0]);
+        self.buf.extend_from_slice(&res_id.to_be_bytes());
+        seq
+    }
+
+    /// Closes the current message.
+    pub fn end(&mut self) {
+        let len = u32::try_from(self.buf.len() - self.message).expect("a netlink message is under 4 GiB");
+        self.buf[self.message..self.message + 4].copy_from_slice(&len.to_ne_bytes());
+    }
+
+    pub fn bytes(&mut self, kind: u16, value: &[u8]) {
+        let len = u16::try_from(4 + value.len()).expect("an attribute is under 64 KiB");
+        self.buf.extend_from_slice(&len.to_ne_bytes());
+        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        self.buf.extend_from_slice(value);
+        self.pad();
+    }
+
+    pub fn u8(&mut self, kind: u16, value: u8) {
+        self.bytes(kind, &[value]);
+    }
+
+    pub fn u32(&mut self, kind: u16, value: u32) {
+        self.bytes(kind, &value.to_be_bytes());
+    }
+
+    pub fn i32(&mut self, kind: u16, value: i32) {
+        self.bytes(kind, &value.to_be_bytes());
+    }
+
+    pub fn u64(&mut self, kind: u16, value: u64) {
+        self.bytes(kind, &value.to_be_bytes());
+    }
+
+    /// A NUL-terminated string.
+    pub fn str(&mut self, kind: u16, value: &str) {
+        let len = u16::try_from(5 + value.len()).expect("an attribute is under 64 KiB");
+        self.buf.extend_from_slice(&len.to_ne_bytes());
+        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        self.buf.extend_from_slice(value.as_bytes());
+        self.buf.push(0);
+        self.pad();
+    }
+
+    pub fn nest(&mut self, kind: u16) -> Nest {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&0u16.to_ne_bytes());
+        self.buf.extend_from_slice(&(kind | NLA_F_NESTED).to_ne_bytes());
+        Nest(at)
+    }
+
+    pub fn end_nest(&mut self, nest: Nest) {
+        let len = u16::try_from(self.buf.len() - nest.0).expect("an attribute nest is under 64 KiB");
+        self.buf[nest.0..nest.0 + 2].copy_from_slice(&len.to_ne_bytes());
+    }
+
+    /// Bytes of the nest so far.
+    pub fn nest_len(&self, nest: &Nest) -> usize {
+        self.buf.len() - nest.0
+    }
+
+    fn pad(&mut self) {
+        let padded = align(self.buf.len());
+        self.buf.resize(padded, 0);
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}

@@ -61,12 +61,12 @@ impl Nftables {
 
     async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
         let full = request.kind == SyncKind::Full;
-        let planned = plan(request.state, request.changes, full, &self.config, self.applied.as_ref());
+        let planned = plan(request.state, request.changes, full, &self.config, self.applied.take());
         let (mut messages, mut bytes) = (0, 0);
         if !planned.plan.is_empty() {
-            // Nothing is known about the kernel after a failure.
-            let sets = if self.applied.is_some() { self.interval_sets.clone() } else { IntervalSets::default() };
-            let encoded = netlink::encode(&planned.plan, self.seq, &sets);
+            // After a failure the plan starts by deleting the tables, and
+            // with them what is known of their sets.
+            let encoded = netlink::encode(&planned.plan, self.seq, &self.interval_sets);
             self.seq = encoded.next_seq().wrapping_add(1);
             (messages, bytes) = (encoded.origins.len(), encoded.bytes.len());
             let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
@@ -75,9 +75,6 @@ impl Nftables {
             if let Err(e) = result {
                 self.applied = None;
                 return Err(refused(&planned.plan, e).into());
-            }
-            if self.applied.is_none() {
-                self.interval_sets = IntervalSets::default();
             }
             self.interval_sets.applied(&planned.plan);
         }

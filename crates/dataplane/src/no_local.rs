@@ -5,11 +5,16 @@ use std::collections::BTreeSet;
 
 use kproxy_model::{Changes, IpFamily, ProxyState, ServicePortName, TrafficPolicy};
 
-/// Service ports with a Local policy and no local endpoint, by policy.
+/// Service ports with a Local policy and no local endpoint, by policy and
+/// family (IPv4, IPv6).
 #[derive(Debug, Default)]
 pub struct NoLocalEndpoints {
-    internal: BTreeSet<(IpFamily, ServicePortName)>,
-    external: BTreeSet<(IpFamily, ServicePortName)>,
+    internal: [BTreeSet<ServicePortName>; 2],
+    external: [BTreeSet<ServicePortName>; 2],
+}
+
+fn index(family: IpFamily) -> usize {
+    usize::from(family == IpFamily::V6)
 }
 
 impl NoLocalEndpoints {
@@ -26,19 +31,19 @@ impl NoLocalEndpoints {
                     TrafficPolicy::Cluster
                 }
             };
-            set(&mut self.internal, key, lacks(|p| p.internal_traffic_policy));
-            set(&mut self.external, key, lacks(external));
+            let i = index(key.0);
+            set(&mut self.internal[i], &key.1, lacks(|p| p.internal_traffic_policy));
+            set(&mut self.external[i], &key.1, lacks(external));
         }
     }
 
     /// (internal, external) counts for `family`.
     pub fn counts(&self, family: IpFamily) -> (usize, usize) {
-        let count = |set: &BTreeSet<(IpFamily, ServicePortName)>| set.iter().filter(|(f, _)| *f == family).count();
-        (count(&self.internal), count(&self.external))
+        (self.internal[index(family)].len(), self.external[index(family)].len())
     }
 }
 
-fn set(set: &mut BTreeSet<(IpFamily, ServicePortName)>, key: &(IpFamily, ServicePortName), member: bool) {
+fn set(set: &mut BTreeSet<ServicePortName>, key: &ServicePortName, member: bool) {
     if member {
         set.insert(key.clone());
     } else {

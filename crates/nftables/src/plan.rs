@@ -81,6 +81,10 @@ pub struct FamilyApplied {
     pub(crate) ports: HashMap<ServicePortName, PortObjects>,
     /// Every port claiming each frontend, with the kind it claims it as.
     pub(crate) claims: HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>,
+    /// The frontends each port claims (the other way round).
+    pub(crate) claimed: HashMap<ServicePortName, Vec<FrontendKey>>,
+    /// Elements of the ports' own (what [`Applied::element_count`] adds up).
+    pub(crate) port_elements: usize,
     /// Which claimant serves each frontend (see [`choose_owner`]).
     pub(crate) owners: HashMap<FrontendKey, ServicePortName>,
     pub(crate) shared_elements: HashMap<ElementKey, usize>,
@@ -110,7 +114,7 @@ impl Applied {
     /// Element count of one family, for logs and tests.
     pub fn element_count(&self, family: IpFamily) -> usize {
         let f = self.family(family);
-        f.ports.values().map(|p| p.elements.len()).sum::<usize>() + f.shared_elements.len() + f.service_cidrs.len()
+        f.port_elements + f.shared_elements.len() + f.service_cidrs.len()
     }
 }
 
@@ -124,29 +128,36 @@ pub struct Planned {
 }
 
 /// Plans a sync. `previous` is what the last successful sync applied
-/// (`None` after a start or a failure: the plan then rebuilds the tables).
-/// A partial plan is made only when `full` is false and the configuration
+/// (`None` after a start or a failure: the plan then rebuilds the tables);
+/// it is taken, not copied, so a partial plan costs what changed. A
+/// partial plan is made only when `full` is false and the configuration
 /// and node addresses are those `previous` was made with.
 pub fn plan(
     state: &ProxyState,
     changes: &Changes,
     full: bool,
     config: &PlanConfig,
-    previous: Option<&Applied>,
+    previous: Option<Applied>,
 ) -> Planned {
     let config = &config.resolved(&state.node);
     let node_ips = state.node.node_port_addresses.clone();
-    let previous_same = previous.filter(|p| p.config == *config && p.node_ips == node_ips);
+    let partial = !full && previous.as_ref().is_some_and(|p| p.config == *config && p.node_ips == node_ips);
     let mut skips = Vec::new();
     let mut families = Vec::new();
     let mut applied =
         Applied { config: config.clone(), node_ips: node_ips.clone(), v4: Default::default(), v6: Default::default() };
-    let partial = !full && previous_same.is_some();
+    let (mut prev_v4, mut prev_v6) = match previous {
+        Some(p) => (Some(p.v4), Some(p.v6)),
+        None => (None, None),
+    };
     for family in IpFamily::ALL {
-        let prev = previous.map(|p| p.family(family));
-        let (ops, done) = match (partial, previous_same) {
-            (true, Some(p)) => plan_partial(state, changes, family, config, &node_ips, p.family(family), &mut skips),
-            _ => plan_full(state, family, config, &node_ips, prev, &mut skips),
+        let prev = match family {
+            IpFamily::V4 => prev_v4.take(),
+            IpFamily::V6 => prev_v6.take(),
+        };
+        let (ops, done) = match (partial, prev) {
+            (true, Some(p)) => plan_partial(state, changes, family, &node_ips, p, &mut skips),
+            (_, prev) => plan_full(state, family, config, &node_ips, prev.as_ref(), &mut skips),
         };
         families.push(FamilyPlan { family: Some(family), ops });
         match family {
@@ -181,10 +192,14 @@ fn choose_owner(
     claims.iter().min_by_key(|c| rank(*c)).map(|(name, _)| name.clone())
 }
 
-fn add_claims(port: &ServicePort, claims: &mut HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>) {
+fn add_claims(port: &ServicePort, applied: &mut FamilyApplied) {
+    let mut keys = Vec::with_capacity(port.frontends.len());
     for f in &port.frontends {
-        claims.entry(frontend_key(port, f)).or_default().insert(port.name.clone(), f.kind);
+        let key = frontend_key(port, f);
+        applied.claims.entry(key).or_default().insert(port.name.clone(), f.kind);
+        keys.push(key);
     }
+    applied.claimed.insert(port.name.clone(), keys);
 }
 
 /// Ownership from scratch (keeping previous owners where the rules allow),
@@ -199,7 +214,7 @@ fn full_state(
     let ports = &state.family(family).service_ports;
     let mut applied = FamilyApplied::default();
     for port in ports.values() {
-        add_claims(port, &mut applied.claims);
+        add_claims(port, &mut applied);
     }
     for (key, claims) in &applied.claims {
         let previous_owner = previous.and_then(|p| p.owners.get(key));
@@ -212,6 +227,7 @@ fn full_state(
         skips.extend(objects.skips.iter().cloned());
         applied.ports.insert(port.name.clone(), objects);
     }
+    applied.port_elements = applied.ports.values().map(|p| p.elements.len()).sum();
     for objects in applied.ports.values() {
         for e in &objects.shared {
             *applied.shared_elements.entry(e.clone()).or_default() += 1;
@@ -345,18 +361,17 @@ fn push_elements(ops: &mut Vec<Op>, table: &Table) {
     }
 }
 
+/// Updates `applied` (the previous sync's) for the ports that changed;
+/// touches nothing else.
 fn plan_partial(
     state: &ProxyState,
     changes: &Changes,
     family: IpFamily,
-    config: &PlanConfig,
     node_ips: &[IpAddr],
-    previous: &FamilyApplied,
+    mut applied: FamilyApplied,
     skips: &mut Vec<String>,
 ) -> (Vec<Op>, FamilyApplied) {
-    let _ = config;
     let ports = &state.family(family).service_ports;
-    let mut applied = previous.clone();
     let mut todo: BTreeSet<ServicePortName> =
         changes.service_ports.iter().filter(|(f, _)| *f == family).map(|(_, name)| name.clone()).collect();
 
@@ -365,19 +380,20 @@ fn plan_partial(
     // rebuilt too.
     let mut affected = BTreeSet::new();
     for name in &todo {
-        for (key, claims) in applied.claims.iter_mut() {
-            if claims.remove(name).is_some() {
-                affected.insert(*key);
+        for key in applied.claimed.remove(name).unwrap_or_default() {
+            if let Some(claims) = applied.claims.get_mut(&key) {
+                claims.remove(name);
             }
+            affected.insert(key);
         }
         if let Some(port) = ports.get(name) {
-            add_claims(port, &mut applied.claims);
+            add_claims(port, &mut applied);
             affected.extend(port.frontends.iter().map(|f| frontend_key(port, f)));
         }
     }
     for key in &affected {
         let claims = applied.claims.get(key).cloned().unwrap_or_default();
-        let before = previous.owners.get(key).cloned();
+        let before = applied.owners.get(key).cloned();
         let after = choose_owner(&claims, before.as_ref());
         match &after {
             Some(owner) => applied.owners.insert(*key, owner.clone()),
@@ -398,6 +414,7 @@ fn plan_partial(
             Some(port) => objects_for(port, &applied, node_ips),
             None => PortObjects::default(),
         };
+        applied.port_elements = applied.port_elements - old.elements.len() + new.elements.len();
         skips.extend(new.skips.iter().cloned());
         diff.port(&old, &new, &mut applied);
         if ports.contains_key(name) {

@@ -22,7 +22,7 @@ impl Kernel {
 
     fn sync(&mut self, s: &mut Scenario, full: bool) -> kproxy_nftables::Planned {
         let changes = s.sync();
-        let planned = plan(s.state(), &changes, full, &config(), self.applied.as_ref());
+        let planned = plan(s.state(), &changes, full, &config(), self.applied.clone());
         apply(&mut self.tables, &planned.plan);
         for (i, family) in IpFamily::ALL.into_iter().enumerate() {
             let mut want = table(s.state(), family, &config());

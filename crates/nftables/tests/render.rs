@@ -29,7 +29,7 @@ fn a_partial_sync_touches_only_the_changed_service() {
             .build(),
     );
     let changes = s.sync();
-    let planned = plan(s.state(), &changes, false, &config(), Some(&first.applied));
+    let planned = plan(s.state(), &changes, false, &config(), Some(first.applied.clone()));
     assert!(!planned.plan.full);
     let text = render::plan(&planned.plan);
     assert!(!text.contains("10.96.0.20"), "{text}");

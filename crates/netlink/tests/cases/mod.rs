@@ -325,7 +325,7 @@ pub fn config(detector: LocalDetector) -> PlanConfig {
 }
 
 fn full(s: &Scenario, config: &PlanConfig, previous: Option<&Applied>) -> (Plan, Applied) {
-    let planned = plan(s.state(), &Changes::default(), true, config, previous);
+    let planned = plan(s.state(), &Changes::default(), true, config, previous.cloned());
     (planned.plan, planned.applied)
 }
 
@@ -406,7 +406,7 @@ pub fn cases() -> Vec<Case> {
             .build(),
     );
     let changes = changed.sync();
-    let partial = plan(changed.state(), &changes, false, &config(cidrs), Some(&applied)).plan;
+    let partial = plan(changed.state(), &changes, false, &config(cidrs), Some(applied)).plan;
     assert!(!partial.full, "the partial case must be a partial plan");
     out.push(Case { name: "plan-partial", preamble: cold, ops: partial });
     for (name, detector) in [

@@ -52,7 +52,7 @@ pub fn config() -> PlanConfig {
 }
 
 pub fn full(state: &ProxyState, previous: Option<&Applied>) -> Planned {
-    plan(state, &Changes::default(), true, &config(), previous)
+    plan(state, &Changes::default(), true, &config(), previous.cloned())
 }
 
 use kproxy_model::IpFamily;

@@ -277,6 +277,49 @@ fn round_robin_rotates_through_the_endpoints_in_turn() {
     }
 }
 
+/// `sh` keeps each client on one endpoint, the same after a restart
+/// rebuilt the tables (the hash seed is fixed); `dh` sends every client of
+/// a frontend to one endpoint.
+#[test]
+fn source_and_destination_hashing_pick_by_address() {
+    // Clients on node-a, where kproxy runs.
+    let pods = [(1, "web-a1"), (2, "web-b1"), (1, "web-a2"), (1, "c-a1"), (1, "c-a2"), (1, "c-a3"), (1, "c-a4")];
+    let mut lab = Lab::new(&pods);
+    let spec = |name: &str, ip: &str, scheduler: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, annotations: {{kproxy.io/scheduler: {scheduler}}}}}\n\
+             spec:\n  clusterIP: {ip}\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80, targetPort: http}}]\n"
+        )
+    };
+    lab.write("sh.yaml", &spec("by-source", "10.96.0.10", "sh"));
+    lab.write("dh.yaml", &spec("by-destination", "10.96.0.11", "dh"));
+    lab.start(&[]);
+    let clients = ["c-a1", "c-a2", "c-a3", "c-a4"];
+    lab.eventually("by-source", || answers(&lab, &lab.pod("c-a1").ns, "10.96.0.10:80", Protocol::Tcp));
+    let picks = |lab: &Lab, to: &str| -> Vec<String> {
+        clients
+            .iter()
+            .map(|c| {
+                let seen = backends(&lab.spread(&lab.pod(c).ns, to, Protocol::Tcp, 6));
+                assert_eq!(seen.len(), 1, "{c} to {to}: one endpoint per client: {seen:?}");
+                seen[0].clone()
+            })
+            .collect()
+    };
+    let by_source = picks(&lab, "10.96.0.10:80");
+    // Fixed seed, fixed addresses: this spread is deterministic.
+    let distinct: std::collections::BTreeSet<&String> = by_source.iter().collect();
+    assert!(distinct.len() > 1, "sh spreads clients over endpoints: {by_source:?}");
+    let by_destination = picks(&lab, "10.96.0.11:80");
+    assert!(by_destination.iter().all(|b| *b == by_destination[0]), "dh: one endpoint for all: {by_destination:?}");
+
+    lab.stop();
+    lab.start(&[]);
+    lab.eventually("by-source", || answers(&lab, &lab.pod("c-a1").ns, "10.96.0.10:80", Protocol::Tcp));
+    assert_eq!(picks(&lab, "10.96.0.10:80"), by_source, "sh picks the same endpoints after a restart");
+    assert_eq!(picks(&lab, "10.96.0.11:80"), by_destination);
+}
+
 /// For each case: every endpoint the kernel reached, with masquerade
 /// yes/no, must be exactly what `kproxy trace` says; a refusal must be a
 /// traced REJECT, a silence a traced DROP.

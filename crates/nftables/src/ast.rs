@@ -102,6 +102,13 @@ pub enum Stmt {
         inc: bool,
         targets: Vec<String>,
     },
+    /// `jhash <field> mod N seed HASH_SEED vmap { 0 : goto t0, ... }`: the
+    /// target chosen by a hash of the source (or destination) address, so
+    /// one address keeps its target while the number of targets stays.
+    HashGoto {
+        field: Field,
+        targets: Vec<String>,
+    },
     /// `meta mark set meta mark or bits`.
     MarkOr(u32),
     /// `meta mark set meta mark xor bits`.

@@ -58,6 +58,18 @@ pub fn pick(n: u32) -> String {
     format!("pick-{n}")
 }
 
+/// Picks one of `n` endpoints by a hash of the source (`sh`) or the
+/// destination (`dh`) address; `short` for the cluster endpoints of a
+/// Local-policy frontend.
+pub fn hashed(by: &str, short: bool, n: u32) -> String {
+    if short { format!("{by}-short-{n}") } else { format!("{by}-pick-{n}") }
+}
+
+/// The seed of every `jhash`: fixed, so an address hashes to the same
+/// endpoint across syncs and restarts (the kernel picks a random seed
+/// when none is given).
+pub const HASH_SEED: u32 = 0x6b70_726f;
+
 /// Picks one of `n` cluster endpoints (for in-cluster clients of a
 /// Local-policy frontend): `cluster-dnat-0` .. .
 pub fn short(n: u32) -> String {

@@ -20,6 +20,9 @@ pub enum Shared {
     Pick(u32),
     /// Picks one of `n` cluster endpoints: `short-n`.
     Short(u32),
+    /// Picks one of `n` (cluster, with `short`) endpoints by a hash of the
+    /// address `field`: `sh-pick-n`, `dh-short-n`, ...
+    Hashed { field: Field, short: bool, n: u32 },
     /// Endpoint number `i`: map `endpoint-i` and chain `dnat-i`.
     Slot(u32),
     /// Cluster endpoint number `i`: `cluster-endpoint-i`, `cluster-dnat-i`.
@@ -35,6 +38,12 @@ impl Shared {
         match self {
             Shared::Pick(n) => goto_all(pick(n), dnat, n),
             Shared::Short(n) => goto_all(short(n), cluster_dnat, n),
+            Shared::Hashed { field, short, n } => {
+                let by = if field == Field::Saddr { "sh" } else { "dh" };
+                let target = if short { cluster_dnat } else { dnat };
+                let targets = (0..n).map(target).collect();
+                Chain::regular(hashed(by, short, n), vec![Rule::always(vec![Stmt::HashGoto { field, targets }])])
+            }
             Shared::Slot(i) => base::dnat_chain(dnat(i), endpoint_map(i)),
             Shared::ClusterSlot(i) => base::dnat_chain(cluster_dnat(i), cluster_endpoint_map(i)),
         }
@@ -42,7 +51,7 @@ impl Shared {
 
     pub fn set(self) -> Option<SetDef> {
         match self {
-            Shared::Pick(_) | Shared::Short(_) => None,
+            Shared::Pick(_) | Shared::Short(_) | Shared::Hashed { .. } => None,
             Shared::Slot(i) => Some(base::endpoint_map(endpoint_map(i))),
             Shared::ClusterSlot(i) => Some(base::endpoint_map(cluster_endpoint_map(i))),
         }
@@ -94,12 +103,13 @@ enum Usage {
 }
 
 impl Usage {
-    /// The shared objects for picking among `n` endpoints, and the map of
-    /// endpoint number `i`.
-    fn pick(self, n: u32) -> Shared {
-        match self {
-            Usage::Primary => Shared::Pick(n),
-            Usage::Short => Shared::Short(n),
+    /// The shared objects for picking among `n` endpoints (at random, or
+    /// by a hash of an address), and the map of endpoint number `i`.
+    fn pick(self, n: u32, hash: Option<Field>) -> Shared {
+        match (self, hash) {
+            (_, Some(field)) => Shared::Hashed { field, short: self == Usage::Short, n },
+            (Usage::Primary, None) => Shared::Pick(n),
+            (Usage::Short, None) => Shared::Short(n),
         }
     }
 
@@ -252,16 +262,22 @@ impl Builder<'_> {
         let endpoints = self.endpoints(list);
         let n = u32::try_from(endpoints.len()).expect("a port has far fewer than 2^32 endpoints");
         let scheduler = port.scheduler.unwrap_or(Scheduler::Random);
-        let inc = match scheduler {
-            Scheduler::Random => false,
-            Scheduler::Rr => true,
+        let (inc, hash) = match scheduler {
+            Scheduler::Random => (false, None),
+            Scheduler::Rr => (true, None),
+            Scheduler::Sh => (false, Some(Field::Saddr)),
+            Scheduler::Dh => (false, Some(Field::Daddr)),
             other => {
                 out.skips.push(format!(
-                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr); not served",
+                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr, sh, dh); not served",
                     port.name
                 ));
                 return None;
             }
+        };
+        let pick = |targets: Vec<String>| match hash {
+            Some(field) => Stmt::HashGoto { field, targets },
+            None => Stmt::NumgenGoto { inc, targets },
         };
         let id = stable_id(&[port.family.as_str(), &port.name.to_string(), list.as_str(), usage.as_str()]);
 
@@ -299,7 +315,7 @@ impl Builder<'_> {
                 );
                 targets.push(target);
             }
-            rules.push(Rule::always(vec![Stmt::NumgenGoto { inc, targets }]));
+            rules.push(Rule::always(vec![pick(targets)]));
             out.chains.insert(chain.clone(), Chain::regular(&chain, rules));
             return Some(chain);
         }
@@ -320,7 +336,7 @@ impl Builder<'_> {
             );
             return Some(chain);
         }
-        let shared = usage.pick(n);
+        let shared = usage.pick(n, hash);
         out.shared_objects.insert(shared);
         Some(shared.chain().name)
     }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use kproxy_model::{IpFamily, Protocol};
 
 use crate::ast::{Atom, CtState, Data, Field, Match, Rule, Stmt, Verdict};
-use crate::names::TABLE;
+use crate::names::{HASH_SEED, TABLE};
 use crate::objects::{BaseChain, Chain, ChainType, Element, Hook, SetData, SetDef};
 use crate::plan::{Op, Plan};
 
@@ -239,6 +239,15 @@ pub fn rule(family: IpFamily, rule: &Rule) -> String {
                 let mode = if *inc { "inc" } else { "random" };
                 let arms: Vec<String> = targets.iter().enumerate().map(|(i, t)| format!("{i} : goto {t}")).collect();
                 format!("numgen {mode} mod {} vmap {{ {} }}", targets.len(), arms.join(", "))
+            }
+            Stmt::HashGoto { field: by, targets } => {
+                let arms: Vec<String> = targets.iter().enumerate().map(|(i, t)| format!("{i} : goto {t}")).collect();
+                format!(
+                    "jhash {} mod {} seed {HASH_SEED:#x} vmap {{ {} }}",
+                    field(family, by),
+                    targets.len(),
+                    arms.join(", ")
+                )
             }
             Stmt::MarkOr(mark) => format!("meta mark set meta mark or {mark:#x}"),
             Stmt::MarkXor(mark) => format!("meta mark set meta mark xor {mark:#x}"),

@@ -231,7 +231,9 @@ impl Walker<'_> {
                         }
                     }
                     Stmt::Verdict(v) => finished.extend(self.verdict(v, state, nat, depth)),
-                    Stmt::NumgenGoto { targets, .. } => {
+                    // Every target is possible: the tracer does not model
+                    // the counter or the hash.
+                    Stmt::NumgenGoto { targets, .. } | Stmt::HashGoto { targets, .. } => {
                         for target in targets {
                             finished.extend(self.verdict(&Verdict::Goto(target.clone()), state.clone(), nat, depth));
                         }

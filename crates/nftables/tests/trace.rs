@@ -305,7 +305,9 @@ fn a_scheduler_nftables_cannot_do_rejects_and_is_reported() {
     let planned = full(s.state(), None);
     assert_eq!(
         planned.skips,
-        ["default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr); not served"]
+        [
+            "default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr, sh, dh); not served"
+        ]
     );
 }
 

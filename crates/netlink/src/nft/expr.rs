@@ -29,7 +29,7 @@ pub(crate) fn add_rule(e: &mut Encoder, family: IpFamily, chain: &str, r: &Rule)
         }
     }
     for s in &r.stmts {
-        if let Stmt::NumgenGoto { targets, .. } = s {
+        if let Stmt::NumgenGoto { targets, .. } | Stmt::HashGoto { targets, .. } = s {
             anonymous.push(numgen_map(e, family, targets));
         }
     }
@@ -467,6 +467,23 @@ impl Exprs<'_> {
                 let map = anonymous.next().expect("an anonymous map per numgen vmap");
                 self.lookup(1, Some(REG_VERDICT), map.name, map.id, false);
             }
+            Stmt::HashGoto { field, targets } => {
+                // As nft: the address in register 2, its hash in 1.
+                self.load(*field, 2);
+                let len = u32::try_from(addr_len(self.family)).expect("small");
+                let modulus = u32::try_from(targets.len()).expect("small");
+                self.expr("hash", |w| {
+                    w.u32(hash::SREG, 2);
+                    w.u32(hash::DREG, 1);
+                    w.u32(hash::LEN, len);
+                    w.u32(hash::MODULUS, modulus);
+                    w.u32(hash::SEED, names::HASH_SEED);
+                    w.u32(hash::OFFSET, 0);
+                    w.u32(hash::TYPE, hash::JENKINS);
+                });
+                let map = anonymous.next().expect("an anonymous map per hash vmap");
+                self.lookup(1, Some(REG_VERDICT), map.name, map.id, false);
+            }
             Stmt::MarkOr(bits) => self.mark(!bits, *bits),
             Stmt::MarkXor(bits) => self.mark(u32::MAX, *bits),
             Stmt::Masquerade => self.expr("masq", |w| w.u32(masq::FLAGS, NF_NAT_RANGE_PROTO_RANDOM_FULLY)),
@@ -617,6 +634,17 @@ mod numgen {
     pub const OFFSET: u16 = 4;
     pub const INCREMENTAL: u32 = 0;
     pub const RANDOM: u32 = 1;
+}
+
+mod hash {
+    pub const SREG: u16 = 1;
+    pub const DREG: u16 = 2;
+    pub const LEN: u16 = 3;
+    pub const MODULUS: u16 = 4;
+    pub const SEED: u16 = 5;
+    pub const OFFSET: u16 = 6;
+    pub const TYPE: u16 = 7;
+    pub const JENKINS: u32 = 0;
 }
 
 mod ct {

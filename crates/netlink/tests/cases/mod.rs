@@ -157,6 +157,8 @@ fn rules(family: IpFamily) -> Vec<Rule> {
             inc: true,
             targets: vec!["target".into(), "other".into(), "target".into()],
         }]),
+        Rule::always(vec![Stmt::HashGoto { field: Field::Saddr, targets: vec!["target".into(), "other".into()] }]),
+        Rule::always(vec![Stmt::HashGoto { field: Field::Daddr, targets: vec!["other".into()] }]),
         Rule::always(vec![Stmt::MarkOr(0x4000)]),
         Rule::always(vec![Stmt::MarkXor(0x4000)]),
         Rule::new(vec![Match::L4protoHasPorts], vec![Stmt::DnatMap { key: frontend_key(), map: "endpoints".into() }]),
@@ -316,6 +318,22 @@ pub fn scenario() -> Scenario {
             .build(),
     );
     s.service(service("default", "empty").cluster_ip("10.96.0.50").port("", "TCP", 81).build());
+    let mut hashed = service("default", "hashed")
+        .type_("NodePort")
+        .cluster_ip("10.96.0.60")
+        .port("http", "TCP", 80)
+        .node_port(30060)
+        .external_traffic_policy("Local")
+        .build();
+    hashed.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "sh".to_owned())].into());
+    s.service(hashed);
+    s.slice(
+        slice("default", "hashed-1", "hashed")
+            .port("http", "TCP", 8080)
+            .endpoint(Ep::new("10.244.1.60").node("node-a"))
+            .endpoint(Ep::new("10.244.2.60").node("node-b"))
+            .build(),
+    );
     s.sync();
     s
 }

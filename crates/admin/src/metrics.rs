@@ -86,6 +86,8 @@ pub struct Metrics {
     pub sync_failures: Family<ModeLabel, Counter>,
     /// Manifest documents skipped because they failed to parse or validate.
     pub manifest_invalid_documents: Counter,
+    /// Reads of the manifest folder (the first, on changes, rescans).
+    pub manifest_reads: Counter,
     /// Objects (or parts of them) a dataplane could not program.
     pub skipped: Counter,
 }
@@ -109,6 +111,7 @@ impl Metrics {
             livez_total: Family::default(),
             sync_failures: Family::default(),
             manifest_invalid_documents: Counter::default(),
+            manifest_reads: Counter::default(),
             skipped: Counter::default(),
             registry: Registry::default(),
         };
@@ -175,6 +178,11 @@ impl Metrics {
             "kproxy_manifest_invalid_documents",
             "Manifest documents skipped because they failed to parse or validate",
             m.manifest_invalid_documents.clone(),
+        );
+        r.register(
+            "kproxy_manifest_reads",
+            "Reads of the manifest folder: the first, one per burst of changes, and the periodic rescans",
+            m.manifest_reads.clone(),
         );
         r.register(
             "kproxy_sync_skipped_objects",

@@ -51,14 +51,11 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
     }
 }
 
-/// The nftables mode applies through the `nft` tool (until the netlink
-/// applier lands) and cleans conntrack with the `conntrack` tool.
+/// The nftables mode talks netlink itself (no `nft` needed) and cleans
+/// conntrack with the `conntrack` tool.
 fn require_tools() -> anyhow::Result<()> {
     let works =
         |tool: &str| std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
-    if !works("nft") {
-        anyhow::bail!("the nftables mode needs the nft tool: install the nftables package");
-    }
     if !works("conntrack") {
         warn!("the conntrack tool is missing (package conntrack): stale UDP flows will not be cleaned");
     }

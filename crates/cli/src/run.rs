@@ -11,7 +11,7 @@ use kproxy_admin::{
 use kproxy_config::Config;
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
 use kproxy_model::ProxyState;
-use kproxy_source::manifests::{Folder, ManifestSource, WatchOptions};
+use kproxy_source::manifests::{Folder, ManifestSource, SourceCounters, WatchOptions};
 use kproxy_state::StateBuilder;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
@@ -75,7 +75,11 @@ async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, on
         }
     }
 
-    let source = ManifestSource::new(folder, WatchOptions::default(), metrics.manifest_invalid_documents.clone());
+    let counters = SourceCounters {
+        invalid_documents: metrics.manifest_invalid_documents.clone(),
+        reads: metrics.manifest_reads.clone(),
+    };
+    let source = ManifestSource::new(folder, WatchOptions::default(), counters);
     let (events_tx, events) = mpsc::channel(1024);
     let source = tokio::spawn(source.run(events_tx));
 

@@ -3,9 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kproxy_source::manifests::{Folder, ManifestSource, Parsed, WatchOptions, parse_file};
+use kproxy_source::manifests::{Folder, ManifestSource, Parsed, SourceCounters, WatchOptions, parse_file};
 use kproxy_state::{Kind, Object, ObjectKey, SourceEvent};
-use prometheus_client::metrics::counter::Counter;
 
 const WEB: &str = "\
 apiVersion: v1
@@ -204,9 +203,11 @@ fn a_missing_folder_is_a_clear_error() {
 async fn changes_on_disk_reach_the_state_and_bad_documents_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "web.yaml", WEB);
-    let counter = Counter::default();
+    let counters = SourceCounters::default();
+    let counter = counters.invalid_documents.clone();
+    let reads = counters.reads.clone();
     let options = WatchOptions { debounce: Duration::from_millis(50), rescan: Duration::from_secs(3600) };
-    let source = ManifestSource::new(Folder::new(dir.path()).unwrap(), options, counter.clone());
+    let source = ManifestSource::new(Folder::new(dir.path()).unwrap(), options, counters);
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let task = tokio::spawn(source.run(tx));
     let next = async |rx: &mut tokio::sync::mpsc::Receiver<SourceEvent>| {
@@ -214,6 +215,11 @@ async fn changes_on_disk_reach_the_state_and_bad_documents_are_counted() {
     };
     assert!(matches!(next(&mut rx).await, SourceEvent::Apply(Object::Service(_))));
     assert_eq!(next(&mut rx).await, SourceEvent::Synced);
+    assert_eq!(reads.get(), 1);
+    // Reading the files (as the source itself does) is no change.
+    std::fs::read_to_string(dir.path().join("web.yaml")).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(reads.get(), 1, "reads must not trigger reads");
 
     write(dir.path(), "pods.yaml", &format!("{}---\nkind: [\n", pod("p1")));
     let event = next(&mut rx).await;

@@ -20,8 +20,18 @@ struct Defined {
 
 #[derive(Debug, Default)]
 struct FileEntry {
-    text: String,
+    /// Length and hash of the text last parsed: a file whose text is the
+    /// same is not parsed again (the text itself is not kept: at 100k
+    /// services it is most of a folder's memory).
+    digest: (usize, u64),
     objects: Vec<Defined>,
+}
+
+fn digest(text: &str) -> (usize, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    (text.len(), hasher.finish())
 }
 
 /// What one read of the folder found.
@@ -94,7 +104,7 @@ impl Folder {
                     continue;
                 }
             };
-            if self.files.get(path).is_some_and(|entry| entry.text == text) {
+            if self.files.get(path).is_some_and(|entry| entry.digest == digest(&text)) {
                 continue;
             }
             let previous = self.files.remove(path).unwrap_or_default();
@@ -129,7 +139,7 @@ impl Folder {
                 objects.push(old);
             }
         }
-        FileEntry { text, objects }
+        FileEntry { digest: digest(&text), objects }
     }
 
     /// Recomputes the merged view (first definition in path, then document

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 pub use folder::{Folder, Reload};
 pub use parse::{Parsed, parse_file};
-pub use watch::{ManifestSource, WatchOptions};
+pub use watch::{ManifestSource, SourceCounters, WatchOptions};
 
 /// Why a folder cannot be used at all.
 #[derive(Debug, thiserror::Error)]

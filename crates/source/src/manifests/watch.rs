@@ -28,29 +28,42 @@ impl Default for WatchOptions {
     }
 }
 
+/// What the source counts.
+#[derive(Clone, Debug, Default)]
+pub struct SourceCounters {
+    /// Every skipped document.
+    pub invalid_documents: Counter,
+    /// Every read of the folder.
+    pub reads: Counter,
+}
+
 /// The folder, watched, feeding events to the state.
 pub struct ManifestSource {
     folder: Folder,
     options: WatchOptions,
-    invalid_documents: Counter,
+    counters: SourceCounters,
 }
 
 impl ManifestSource {
-    /// `invalid_documents` counts every skipped document.
-    pub fn new(folder: Folder, options: WatchOptions, invalid_documents: Counter) -> Self {
-        Self { folder, options, invalid_documents }
+    pub fn new(folder: Folder, options: WatchOptions, counters: SourceCounters) -> Self {
+        Self { folder, options, counters }
     }
 
     /// Reads the folder once, logs what it found, and returns the events.
     pub fn load(&mut self) -> Result<Vec<SourceEvent>, SourceError> {
-        let reload = self.folder.reload()?;
+        let reload = self.reload()?;
         Ok(self.report(reload))
+    }
+
+    fn reload(&mut self) -> Result<Reload, SourceError> {
+        self.counters.reads.inc();
+        self.folder.reload()
     }
 
     fn report(&self, reload: Reload) -> Vec<SourceEvent> {
         for e in &reload.errors {
             error!(error = %e, "skipping manifest document");
-            self.invalid_documents.inc();
+            self.counters.invalid_documents.inc();
         }
         for skipped in &reload.skipped {
             debug!(document = %skipped, "kind not used by kproxy");
@@ -71,6 +84,11 @@ impl ManifestSource {
     pub async fn run(mut self, events: mpsc::Sender<SourceEvent>) -> Result<(), SourceError> {
         let (notify_tx, mut notified) = mpsc::unbounded_channel();
         let mut watcher = notify::recommended_watcher(move |result: notify::Result<notify::Event>| {
+            // Opening and reading files (kproxy's own reads among them) is
+            // no change: reacting to it would re-read the folder forever.
+            if result.as_ref().is_ok_and(|e| matches!(e.kind, notify::EventKind::Access(_))) {
+                return;
+            }
             // A closed receiver means the source is shutting down.
             let _ = notify_tx.send(result.is_ok());
         })
@@ -104,7 +122,7 @@ impl ManifestSource {
                 }
                 _ = rescan.tick() => {}
             }
-            let changes = match self.folder.reload() {
+            let changes = match self.reload() {
                 Ok(reload) => self.report(reload),
                 Err(e) => {
                     warn!(error = %e, "cannot read the manifest folder; keeping the last objects");

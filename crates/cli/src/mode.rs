@@ -30,7 +30,6 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
                 )
                 .into());
             }
-            require_tools()?;
             Ok(Some(ProxyMode::Nftables))
         }
         Some(mode) => Err(UsageError(format!(
@@ -38,10 +37,7 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
              --dry-run computes and serves the state without programming the node)"
         ))
         .into()),
-        None if is_root() => {
-            require_tools()?;
-            Ok(Some(ProxyMode::Nftables))
-        }
+        None if is_root() => Ok(Some(ProxyMode::Nftables)),
         None => {
             warn!(
                 "not running as root: nothing can be programmed; running as --dry-run (the userspace mode is not built yet)"
@@ -49,17 +45,6 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
             Ok(None)
         }
     }
-}
-
-/// The nftables mode talks netlink itself (no `nft` needed) and cleans
-/// conntrack with the `conntrack` tool.
-fn require_tools() -> anyhow::Result<()> {
-    let works =
-        |tool: &str| std::process::Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
-    if !works("conntrack") {
-        warn!("the conntrack tool is missing (package conntrack): stale UDP flows will not be cleaned");
-    }
-    Ok(())
 }
 
 /// The planner's settings for the nftables mode.

@@ -1,6 +1,6 @@
 //! The nftables dataplane: plans with `kproxy-nftables`, applies each plan
 //! as one nf_tables transaction over netlink (`kproxy-netlink`), then
-//! cleans stale UDP conntrack entries.
+//! deletes stale UDP conntrack entries over ctnetlink.
 //!
 //! What was applied is kept in memory; the kernel is never read back. A
 //! failed transaction leaves the kernel as it was (transactions are
@@ -8,10 +8,12 @@
 //! tables. The `nft` tool is not needed at runtime; [`nft`] remains for
 //! tests, benchmarks and debugging.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::net::SocketAddr;
 use std::process::Stdio;
 
 use kproxy_model::{Changes, IpFamily};
+use kproxy_netlink::conntrack::{self, Flow};
 use kproxy_netlink::nft::{self as netlink, ApplyError, IntervalSets};
 use kproxy_nftables::{Applied, FamilyPlan, Op, Plan, PlanConfig, plan, render};
 use tokio::io::AsyncWriteExt;
@@ -91,7 +93,7 @@ impl Nftables {
         }
         let kind = if planned.plan.full { "full" } else { "partial" };
         let summary = format!(
-            "{kind}: {messages} messages ({bytes} bytes), {elements} elements in the tables, {conntrack} conntrack deletions"
+            "{kind}: {messages} messages ({bytes} bytes), {elements} elements in the tables, {conntrack} conntrack entries deleted"
         );
         Ok(SyncReport { summary, skipped })
     }
@@ -162,55 +164,37 @@ pub async fn nft(script: &str) -> Result<(), NftablesError> {
 
 /// Deletes the conntrack entries that would keep clients on a UDP endpoint
 /// no longer used, or on a rejection cached before a frontend had
-/// endpoints (SEMANTICS.md, "Conntrack"). Failures are logged, not fatal:
-/// the rules are right; only stale flows may linger. Returns how many
-/// deletions ran.
+/// endpoints (SEMANTICS.md, "Conntrack"): one ctnetlink dump of the UDP
+/// flows per family that has any, however many frontends changed.
+/// Failures are logged, not fatal: the rules are right; only stale flows
+/// may linger. Returns how many entries were deleted.
 async fn flush_stale_udp(changes: &Changes) -> usize {
-    let mut runs = 0;
-    for stale in &changes.stale_udp_endpoints {
-        let (f, e) = (stale.frontend, stale.endpoint);
-        let args = [
-            "--orig-dst".to_owned(),
-            f.ip().to_string(),
-            "--orig-port-dst".to_owned(),
-            f.port().to_string(),
-            "--reply-src".to_owned(),
-            e.ip().to_string(),
-            "--reply-port-src".to_owned(),
-            e.port().to_string(),
-        ];
-        conntrack_delete(IpFamily::of(&f.ip()), &args).await;
-        runs += 1;
-    }
-    for frontend in &changes.stale_udp_frontends {
-        let args = [
-            "--orig-dst".to_owned(),
-            frontend.ip().to_string(),
-            "--orig-port-dst".to_owned(),
-            frontend.port().to_string(),
-        ];
-        conntrack_delete(IpFamily::of(&frontend.ip()), &args).await;
-        runs += 1;
-    }
-    runs
-}
-
-async fn conntrack_delete(family: IpFamily, filter: &[String]) {
-    let family = match family {
-        IpFamily::V4 => "ipv4",
-        IpFamily::V6 => "ipv6",
-    };
-    let output = Command::new("conntrack").args(["-D", "-f", family, "-p", "udp"]).args(filter).output().await;
-    match output {
-        // Exit 1 with "0 flow entries have been deleted" is the common case.
-        Ok(out) if out.status.success() || out.status.code() == Some(1) => {
-            debug!(filter = filter.join(" "), "conntrack entries deleted");
+    let mut deleted = 0;
+    for family in IpFamily::ALL {
+        let frontends: HashSet<SocketAddr> =
+            changes.stale_udp_frontends.iter().copied().filter(|f| IpFamily::of(&f.ip()) == family).collect();
+        let pairs: HashSet<(SocketAddr, SocketAddr)> = changes
+            .stale_udp_endpoints
+            .iter()
+            .filter(|s| IpFamily::of(&s.frontend.ip()) == family)
+            .map(|s| (s.frontend, s.endpoint))
+            .collect();
+        if frontends.is_empty() && pairs.is_empty() {
+            continue;
         }
-        Ok(out) => {
-            warn!(filter = filter.join(" "), stderr = %String::from_utf8_lossy(&out.stderr).trim(), "conntrack cleanup failed")
+        let stale = move |f: &Flow| frontends.contains(&f.orig_dst) || pairs.contains(&(f.orig_dst, f.reply_src));
+        let result = tokio::task::spawn_blocking(move || conntrack::delete_udp(family, stale))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        match result {
+            Ok(n) => {
+                debug!(%family, deleted = n, "stale UDP conntrack entries deleted");
+                deleted += n;
+            }
+            Err(e) => warn!(%family, error = %e, "conntrack cleanup failed; stale UDP flows may linger"),
         }
-        Err(e) => warn!(error = %e, "cannot run conntrack (install the conntrack package); stale UDP flows may linger"),
     }
+    deleted
 }
 
 /// Removes kproxy's tables, and nothing else. Missing tables are fine.

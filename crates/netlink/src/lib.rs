@@ -1,10 +1,11 @@
 //! The kernel edge: everything kproxy says to the kernel over netlink.
 //!
-//! Reading the host's addresses (for node ports) and programming nf_tables
-//! ([`nft`]). This crate owns sockets and kernel encodings; it makes no
+//! Reading the host's addresses (for node ports), programming nf_tables
+//! ([`nft`]) and deleting stale conntrack entries ([`conntrack`]). This crate owns sockets and kernel encodings; it makes no
 //! policy decisions.
 
 mod addresses;
+pub mod conntrack;
 pub mod nft;
 
 pub use addresses::host_addresses;

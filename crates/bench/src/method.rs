@@ -1,0 +1,38 @@
+//! The fixed part of BENCHMARKS.md: how the numbers were made, how to
+//! reproduce them, and what is not measured.
+
+/// Appended to the report.
+pub const METHOD: &str = "
+## How to run
+
+```sh
+scripts/bench           # full run (root; builds release first), 20-30 minutes
+scripts/bench --quick   # at most 10k services, 3 runs each, under 3 minutes; the CI guard
+```
+
+`--quick` exits non-zero when the median cold sync at 10k services exceeds 5 s or the median one-service
+change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/bench/results.json`.
+`target/release/kproxy-bench manifests --services N DIR` writes the workload as a manifest folder.
+
+## Method
+
+- Each run is a worker process (`kproxy-bench worker`) started inside a fresh `kp-` network namespace
+  (kproxy-sandbox `Netns`), so everything the dataplane does, `nft` children or netlink sockets, happens there;
+  the namespace is deleted after the run. Nothing is loaded in the harness's own namespace.
+- The workload is built with kproxy-testkit's builders, converted with `kproxy_state::convert` and folded with
+  `kproxy_state::StateBuilder` (node-a, service CIDR 10.96.0.0/12, pods in 10.128.0.0/9). It is deterministic:
+  every object is a function of its index. Node ports count up from 30000 (three services in ten have one),
+  beyond the default node-port range at large N; kproxy does not care.
+- Changes replace one endpoint of one service's EndpointSlice with a fresh address; the one-service changes
+  touch TCP ClusterIP services.
+- Upstream's layout is generated from the same `ProxyState` (IPv4 only, as the workload).
+
+## Not measured
+
+- IPv6, session affinity, source ranges and `rr`: the workload has none; each adds per-frontend elements
+  (affinity adds per-endpoint chains and sets).
+- Health-check node ports of Local load balancers: the workload sets no `healthCheckNodePort`, so the real
+  binary opens no health-check listeners.
+- The userspace mode against HAProxy (DESIGN.md): that mode does not exist yet.
+- The time the Kubernetes API source would take: the real binary reads manifests instead.
+";

@@ -1,0 +1,134 @@
+//! The real `kproxy` binary, started as this worker's only child inside the
+//! worker's namespace: its wall time, its own peak RSS (`VmHWM`, sampled
+//! every 10 ms until it exits) and `ru_maxrss` of the reaped child.
+//!
+//! The worker is kproxy's parent, so it may wait for it and signal it by
+//! PID: until the worker reaps it, the PID cannot belong to anyone else.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::sys::resource::{UsageWho, getrusage};
+
+use crate::jobs::ProcessStats;
+use crate::workload::{CLUSTER_CIDR, NODE};
+
+/// How often the child's memory and sync state are read.
+const POLL: Duration = Duration::from_millis(10);
+/// How long the idle measurement waits after the first sync.
+const SETTLE: Duration = Duration::from_secs(1);
+/// kproxy's default metrics address (inside the worker's namespace).
+const METRICS: &str = "127.0.0.1:10249";
+
+/// Runs kproxy on `manifests`: `--once` to its exit, or (`idle`) until its
+/// first sync is done, then a second more, then kills it.
+pub fn measure(binary: &Path, manifests: &Path, idle: bool, timeout_s: f64) -> anyhow::Result<ProcessStats> {
+    let log_path = manifests.with_extension("log");
+    let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let mut command = Command::new(binary);
+    command
+        .arg("run")
+        .arg("--manifests")
+        .arg(manifests)
+        .args(["--proxy-mode", "nftables", "--hostname-override", NODE, "--cluster-cidr", CLUSTER_CIDR])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    if !idle {
+        command.arg("--once");
+    }
+    let start = Instant::now();
+    let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
+    let deadline = start + Duration::from_secs_f64(timeout_s);
+    let mut stats = ProcessStats::default();
+    let result = watch(&mut child, idle, deadline, start, &mut stats);
+    // Ends the child whatever happened above (a no-op once it exited).
+    let _ = child.kill();
+    let status = child.wait().context("reaping kproxy")?;
+    if !idle {
+        stats.success = status.success();
+    }
+    stats.children_peak_kib = u64::try_from(getrusage(UsageWho::RUSAGE_CHILDREN)?.max_rss()).unwrap_or(0);
+    stats.log_tail = tail(&std::fs::read_to_string(&log_path).unwrap_or_default(), 8);
+    result.map(|()| stats)
+}
+
+fn watch(
+    child: &mut Child,
+    idle: bool,
+    deadline: Instant,
+    start: Instant,
+    stats: &mut ProcessStats,
+) -> anyhow::Result<()> {
+    let pid = child.id();
+    for tick in 0u64.. {
+        if let Some(kib) = status_kib(pid, "VmHWM:") {
+            stats.peak_kib = stats.peak_kib.max(kib);
+        }
+        if child.try_wait()?.is_some() {
+            stats.wall_s = start.elapsed().as_secs_f64();
+            anyhow::ensure!(!idle, "kproxy exited before its first sync was done");
+            return Ok(());
+        }
+        // Asking nft and /metrics costs processes and CPU: every 100 ms only.
+        if idle && tick.is_multiple_of(10) && synced() {
+            stats.wall_s = start.elapsed().as_secs_f64();
+            let (cpu_before, at) = (cpu_seconds(pid), Instant::now());
+            std::thread::sleep(SETTLE);
+            stats.idle_kib = status_kib(pid, "VmRSS:");
+            if let (Some(a), Some(b)) = (cpu_before, cpu_seconds(pid)) {
+                stats.idle_cpu = Some((b - a) / at.elapsed().as_secs_f64());
+            }
+            stats.peak_kib = stats.peak_kib.max(status_kib(pid, "VmHWM:").unwrap_or(0));
+            stats.success = stats.idle_kib.is_some();
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "kproxy did not finish in time");
+        std::thread::sleep(POLL);
+    }
+    unreachable!("the loop only ends by returning")
+}
+
+/// A `kB` line of `/proc/<pid>/status`.
+pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line[key.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// User plus system CPU time of `pid` so far (`/proc/<pid>/stat`, in
+/// USER_HZ ticks, 100 per second on Linux).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; the fields after it do not.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// kproxy's table exists and its metrics count a completed sync.
+fn synced() -> bool {
+    let tables = Command::new("nft").args(["list", "tables"]).stderr(Stdio::null()).output();
+    let has_table = tables.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("table ip kproxy"));
+    has_table && sync_count().is_some_and(|n| n >= 1.0)
+}
+
+fn sync_count() -> Option<f64> {
+    let mut stream = TcpStream::connect_timeout(&METRICS.parse().ok()?, Duration::from_millis(200)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).ok()?;
+    let line = body.lines().find(|l| l.starts_with("kubeproxy_sync_proxy_rules_duration_seconds_count"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

@@ -1,0 +1,356 @@
+//! BENCHMARKS.md from [`Results`]: the machine, the targets with pass or
+//! miss, every table as median [min-max] with its number of samples, the
+//! ratios against `nft -f` and upstream's layout, and the plot.
+
+use std::fmt::Write;
+
+use crate::results::Results;
+use crate::stats::{Summary, ratio};
+use crate::targets::{Verdict, targets};
+
+/// `1.23 s`, `12.3 ms`, `456 µs`.
+pub fn duration(seconds: f64) -> String {
+    match seconds.abs() {
+        s if s >= 1.0 => format!("{seconds:.2} s"),
+        s if s >= 1e-3 => format!("{:.1} ms", seconds * 1e3),
+        _ => format!("{:.0} µs", seconds * 1e6),
+    }
+}
+
+/// `median [min-max]` of durations, in the median's unit.
+fn times(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n == 1 => duration(s.median),
+        Some(s) => format!("{} [{}-{}]", duration(s.median), bare(s.min, s.median), duration(s.max)),
+        None => "-".into(),
+    }
+}
+
+/// `min` in the unit `duration(median)` uses, without the unit.
+fn bare(value: f64, like: f64) -> String {
+    let text = duration(like);
+    match text.rsplit_once(' ').map(|(_, unit)| unit) {
+        Some("s") => format!("{value:.2}"),
+        Some("ms") => format!("{:.1}", value * 1e3),
+        _ => format!("{:.0}", value * 1e6),
+    }
+}
+
+fn mib(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n == 1 => format!("{:.0} MiB", s.median),
+        Some(s) => format!("{:.0} MiB [{:.0}-{:.0}]", s.median, s.min, s.max),
+        None => "-".into(),
+    }
+}
+
+fn n(s: Option<Summary>) -> String {
+    s.map_or("-".into(), |s| s.n.to_string())
+}
+
+fn times_ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| if r >= 10.0 { format!("{r:.0}x") } else { format!("{r:.2}x") })
+}
+
+/// `10000` -> `10k`.
+pub fn count(n: usize) -> String {
+    match n {
+        n if n >= 1000 && n.is_multiple_of(1000) => format!("{}k", n / 1000),
+        n => n.to_string(),
+    }
+}
+
+/// The whole document; `plot` is the SVG's path relative to it.
+pub fn markdown(r: &Results, plot: &str) -> String {
+    let mut out = String::new();
+    header(&mut out, r);
+    let _ = writeln!(out, "## Targets\n\n| target | measured | verdict |\n| --- | --- | --- |");
+    for t in targets(r) {
+        let verdict = match &t.verdict {
+            Verdict::Pass(how) => format!("**pass** ({how})"),
+            Verdict::Miss(how) => format!("**miss** ({how})"),
+            Verdict::Unknown(why) => format!("not measured ({why})"),
+        };
+        let _ = writeln!(out, "| {} | {} | {verdict} |", t.name, t.measured);
+    }
+    let _ = writeln!(out, "\n![sync time and first-packet latency versus number of services]({plot})\n");
+    syncs(&mut out, r);
+    comparisons(&mut out, r);
+    memory(&mut out, r);
+    latency(&mut out, r);
+    packets(&mut out, r);
+    notes(&mut out, r);
+    out.push_str(crate::method::METHOD);
+    out
+}
+
+fn header(out: &mut String, r: &Results) {
+    let m = &r.machine;
+    let _ = writeln!(
+        out,
+        "# kproxy benchmarks\n\nWritten by `scripts/bench{}` (crates/bench) on {}; the run took {:.0} s and \
+         measured kproxy built from {}. Every number is the median of its runs, with [min-max] and the number of \
+         samples (n); ratios compare medians measured in the same run.\n",
+        if r.quick { " --quick" } else { "" },
+        r.started,
+        r.duration_s,
+        if r.source.is_empty() { "an unrecorded commit" } else { &r.source }
+    );
+    let _ = writeln!(out, "| CPU | cores | RAM | kernel | nft |\n| --- | --- | --- | --- | --- |");
+    let _ = writeln!(out, "| {} | {} | {:.1} GiB | {} | {} |\n", m.cpu, m.cores, m.memory_gib, m.kernel, m.nft);
+    let _ = writeln!(
+        out,
+        "Workload: N services x {} endpoints each (60 % ClusterIP TCP, 10 % ClusterIP UDP, 20 % NodePort, \
+         10 % LoadBalancer with `externalTrafficPolicy: Local`; endpoints spread over ten nodes, one in ten on \
+         node-a). Up to {} runs per measurement, each in a fresh network namespace; {} one-service changes per run.\n",
+        r.endpoints, r.reps, r.changes_per_run
+    );
+}
+
+fn syncs(out: &mut String, r: &Results) {
+    let _ = writeln!(
+        out,
+        "## Cold full sync and one-service change, kproxy\n\n\
+         Through `kproxy_dataplane::Nftables` (the `Dataplane` trait, `SyncKind::Full` with no previous state, \
+         then `SyncKind::Partial`). \"Cold\" is what kproxy does at start: rules plus the UDP conntrack cleanup \
+         for every new UDP frontend; \"rules only\" passes the same state with that cleanup left out. \
+         A change runs from the event reaching the state builder to the sync returning. \
+         Worker RSS is the measuring process's `VmRSS` (the same crates as kproxy minus the manifest source; \
+         heap freed after the sync may stay counted).\n"
+    );
+    let _ = writeln!(
+        out,
+        "| services | cold | n | cold, rules only | n | one-service change | n | objects -> state (not a sync) | \
+         worker RSS: state built / after cold sync |\n\
+         | ---: | --- | ---: | --- | ---: | --- | ---: | --- | --- |"
+    );
+    for s in &r.sizes {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            count(s.services),
+            times(s.cold),
+            n(s.cold),
+            times(s.cold_rules_only),
+            n(s.cold_rules_only),
+            times(s.change),
+            n(s.change),
+            times(s.build),
+            mib(s.rss_built_mib),
+            mib(s.rss_synced_mib)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nThe same plans rendered as text (`kproxy_nftables::render::plan`) and loaded with \
+         `kproxy_dataplane::nft` (`nft -f -`):\n\n\
+         | services | plan | render | nft -f load | cold total | n | change total | change: nft part | n | script |\n\
+         | ---: | --- | --- | --- | --- | ---: | --- | --- | ---: | ---: |"
+    );
+    for s in &r.sizes {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            count(s.services),
+            times(s.text_plan),
+            times(s.text_render),
+            times(s.text_load),
+            times(s.text_cold),
+            n(s.text_cold),
+            times(s.text_change),
+            times(s.text_change_load),
+            n(s.text_change),
+            s.script_bytes.map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
+        );
+    }
+    if let Some(f) = &r.floor {
+        let _ = writeln!(
+            out,
+            "\nThe kernel's floor, for comparison: one `nft -f` transaction on a tiny table of its own \
+             (n={} each): doing nothing {}, adding one map element {}, deleting one {}. A change that replaces \
+             an endpoint deletes elements, so it pays the difference (the commit waits; the CPU is idle) \
+             whichever way it reaches the kernel.",
+            n(f.delete),
+            times(f.noop),
+            times(f.add),
+            times(f.delete)
+        );
+    }
+}
+
+fn comparisons(out: &mut String, r: &Results) {
+    let _ = writeln!(
+        out,
+        "\n## Upstream kube-proxy's layout, same workload\n\n\
+         One chain per service with an anonymous `numgen random mod N vmap`, one chain per endpoint, \
+         `service-ips` / `service-nodeports` verdict maps (crates/bench/src/upstream.rs), loaded with `nft -f`. \
+         A change replaces the service's chain and its endpoint chains in one `nft -f` transaction, as upstream's \
+         partial sync does (paying nft's cache dump). One run per size: the cold load is slow.\n\n\
+         | services | cold | change | change: nft part | n (changes) | script |\n| ---: | --- | --- | --- | ---: | ---: |"
+    );
+    for u in &r.upstream {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            count(u.services),
+            times(u.cold),
+            times(u.change),
+            times(u.change_load),
+            n(u.change),
+            u.script_bytes.map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nRatios of medians, same run (higher: the first is slower). Cold loads compare with kproxy's rules-only \
+         sync: neither `nft -f` load does the conntrack cleanup.\n\n\
+         | services | cold: nft -f text / Nftables | cold: upstream / Nftables | cold: upstream / nft -f text | \
+         change: nft -f text / Nftables | change: upstream / Nftables | change: upstream / nft -f text |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for s in &r.sizes {
+        let up = r.upstream.iter().find(|u| u.services == s.services);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            count(s.services),
+            times_ratio(ratio(s.text_cold, s.cold_rules_only)),
+            times_ratio(ratio(up.and_then(|u| u.cold), s.cold_rules_only)),
+            times_ratio(ratio(up.and_then(|u| u.cold), s.text_cold)),
+            times_ratio(ratio(s.text_change, s.change)),
+            times_ratio(ratio(up.and_then(|u| u.change), s.change)),
+            times_ratio(ratio(up.and_then(|u| u.change), s.text_change)),
+        );
+    }
+}
+
+fn memory(out: &mut String, r: &Results) {
+    let _ = writeln!(
+        out,
+        "\n## The real binary: memory and wall time\n\n\
+         `target/release/kproxy run --manifests DIR --once --proxy-mode nftables --hostname-override node-a \
+         --cluster-cidr 10.128.0.0/9` in a fresh namespace, on the workload written as YAML. Peak RSS is the \
+         kproxy process's `VmHWM` (sampled every 10 ms until exit); \"incl. children\" is `ru_maxrss` of the \
+         reaped child, which also covers any process kproxy ran.\n\n\
+         | services | manifests | wall (start to exit) | peak RSS, kproxy | peak RSS incl. children | n |\n\
+         | ---: | ---: | --- | --- | --- | ---: |"
+    );
+    for p in &r.process {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} MiB | {} | {} | {} | {} |",
+            count(p.services),
+            p.manifest_mib,
+            times(p.wall),
+            mib(p.peak_mib),
+            mib(p.children_peak_mib),
+            n(p.wall)
+        );
+    }
+    if let Some(i) = &r.idle {
+        let cpu = i
+            .idle_cpu
+            .map_or("-".into(), |c| format!("{:.0} % [{:.0}-{:.0}]", c.median * 100.0, c.min * 100.0, c.max * 100.0));
+        let _ = writeln!(
+            out,
+            "\n`kproxy run` (not `--once`), `VmRSS` one second after its first sync completed (its table exists \
+             and `/metrics` counts a sync), and the CPU it used in that second:\n\n\
+             | services | RSS idle after sync | peak RSS | CPU while idle (one core = 100 %) | start to first sync done | n |\n\
+             | ---: | --- | --- | --- | --- | ---: |\n\
+             | {} | {} | {} | {cpu} | {} | {} |",
+            count(i.services),
+            mib(i.idle_mib),
+            mib(i.peak_mib),
+            times(i.first_sync),
+            n(i.idle_mib)
+        );
+    }
+}
+
+fn latency(out: &mut String, r: &Results) {
+    let Some(l) = &r.latency else { return };
+    let opt = |v: Option<f64>| v.map_or("-".into(), duration);
+    let _ = writeln!(
+        out,
+        "\n## Network-programming latency\n\n\
+         A real `kproxy_dataplane::Runner` (minSyncPeriod {} ms) over a wrapper of `Nftables` that records each \
+         sync's commit time and services. After the cold sync, {} endpoint changes per second for {:.0} s, each to \
+         another service (about one in ten UDP, so some syncs also clean conntrack entries), sent into the runner's event \
+         channel. Latency: send -> commit of the first sync carrying that service. Percentiles pool every change \
+         of every run.\n\n\
+         | services | changes sent | p50 | p99 | max | p99 per run | syncs | changes per sync | sync duration | not applied |\n\
+         | ---: | ---: | --- | --- | --- | --- | ---: | --- | --- | ---: |\n\
+         | {} | {} | {} | {} | {} | {} (n={}) | {} | {:.1} [{:.0}-{:.0}] | {} | {} |",
+        l.min_sync_ms,
+        l.rate,
+        l.seconds,
+        count(l.services),
+        l.sent,
+        opt(l.p50),
+        opt(l.p99),
+        opt(l.max),
+        times(l.per_run_p99),
+        n(l.per_run_p99),
+        l.syncs,
+        l.batch.map_or(0.0, |b| b.median),
+        l.batch.map_or(0.0, |b| b.min),
+        l.batch.map_or(0.0, |b| b.max),
+        times(l.sync_time),
+        l.unmatched
+    );
+}
+
+fn packets(out: &mut String, r: &Results) {
+    let _ = writeln!(
+        out,
+        "\n## First-packet latency through the kernel\n\n\
+         kproxy-sandbox topology; a backend pod and a client pod on node-a; N services programmed by `Nftables` in \
+         node-a, the first and the last (in map order) leading to the backend, the rest to unreachable endpoints. \
+         One sample: new TCP connection + one request/reply line + close, from the client pod. Per run the median \
+         of its samples; the table shows the median [min-max] over runs. Absolute values include the sandbox \
+         backend's thread-per-connection accept.\n\n\
+         | services | first service | last service | pod IP directly | last / first | runs x samples | failures |\n\
+         | ---: | --- | --- | --- | ---: | --- | ---: |"
+    );
+    for p in &r.packets {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} x {} | {} |",
+            count(p.services),
+            times(p.first),
+            times(p.last),
+            times(p.direct),
+            ratio(p.last, p.first).map_or("-".into(), |x| format!("{x:.3}")),
+            n(p.first),
+            p.samples_per_run,
+            p.failures
+        );
+    }
+}
+
+fn notes(out: &mut String, r: &Results) {
+    let mut notes = r.notes.clone();
+    for s in &r.sizes {
+        if let Some(x) = ratio(s.cold, s.cold_rules_only).filter(|x| *x > 1.5) {
+            notes.push(format!(
+                "At {} services the cold sync takes {x:.1}x as long as its rules alone: the dataplane runs one \
+                 `conntrack -D` process per new UDP frontend ({} here), one after the other.",
+                count(s.services),
+                count(s.services / 10)
+            ));
+        }
+    }
+    if let Some(cpu) = r.idle.as_ref().and_then(|i| i.idle_cpu).filter(|c| c.median > 0.1) {
+        notes.push(format!(
+            "kproxy was not idle after its first sync: it kept {:.0} % of a core busy with nothing changing \
+             (the manifest source re-reading the folder over and over would look like this).",
+            cpu.median * 100.0
+        ));
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(out, "\n## Notes\n");
+        for note in notes {
+            let _ = writeln!(out, "- {}", note.replace('\n', " "));
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Everything one benchmark run measured, as the report and the JSON dump
+//! see it. Times are in seconds, memory in MiB.
+
+use serde::{Deserialize, Serialize};
+
+use crate::machine::Machine;
+use crate::stats::Summary;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Results {
+    pub quick: bool,
+    pub reps: usize,
+    pub endpoints: usize,
+    pub changes_per_run: usize,
+    pub machine: Machine,
+    pub started: String,
+    /// The commit the binaries were built from, and whether the tree differed.
+    #[serde(default)]
+    pub source: String,
+    pub duration_s: f64,
+    pub sizes: Vec<SizeResult>,
+    pub upstream: Vec<UpstreamResult>,
+    pub process: Vec<ProcessResult>,
+    pub idle: Option<IdleResult>,
+    pub latency: Option<LatencyResult>,
+    pub packets: Vec<PacketResult>,
+    pub floor: Option<FloorResult>,
+    /// What was skipped or failed, in words.
+    pub notes: Vec<String>,
+}
+
+/// kproxy's cold sync and one-service change at one size.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SizeResult {
+    pub services: usize,
+    /// Objects -> ProxyState (before any sync).
+    pub build: Option<Summary>,
+    /// Through `Nftables`, with the cold sync's UDP conntrack cleanup.
+    pub cold: Option<Summary>,
+    /// Through `Nftables`, the cold sync's UDP cleanup left out.
+    pub cold_rules_only: Option<Summary>,
+    pub change: Option<Summary>,
+    /// kproxy's rendered text through `nft -f`, and its stages.
+    pub text_cold: Option<Summary>,
+    pub text_plan: Option<Summary>,
+    pub text_render: Option<Summary>,
+    pub text_load: Option<Summary>,
+    pub text_change: Option<Summary>,
+    pub text_change_load: Option<Summary>,
+    pub script_bytes: Option<usize>,
+    /// The worker's RSS with the state built, and after the cold sync.
+    pub rss_built_mib: Option<Summary>,
+    pub rss_synced_mib: Option<Summary>,
+    pub detail: Vec<String>,
+}
+
+/// Upstream's layout through `nft -f` at one size.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct UpstreamResult {
+    pub services: usize,
+    pub cold: Option<Summary>,
+    pub render: Option<Summary>,
+    pub change: Option<Summary>,
+    pub change_load: Option<Summary>,
+    pub script_bytes: Option<usize>,
+    pub detail: Vec<String>,
+}
+
+/// The real binary, `kproxy run --once`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ProcessResult {
+    pub services: usize,
+    pub wall: Option<Summary>,
+    pub peak_mib: Option<Summary>,
+    pub children_peak_mib: Option<Summary>,
+    pub all_succeeded: bool,
+    pub manifest_mib: f64,
+}
+
+/// The real binary, `kproxy run`, a second after its first sync.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct IdleResult {
+    pub services: usize,
+    pub idle_mib: Option<Summary>,
+    pub peak_mib: Option<Summary>,
+    pub first_sync: Option<Summary>,
+    /// Cores busy during the second after the first sync.
+    pub idle_cpu: Option<Summary>,
+}
+
+/// Network-programming latency under a steady stream of changes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LatencyResult {
+    pub services: usize,
+    pub rate: u32,
+    pub seconds: f64,
+    pub min_sync_ms: u64,
+    /// Over every change of every run.
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+    pub per_run_p99: Option<Summary>,
+    pub sent: usize,
+    pub unmatched: usize,
+    pub syncs: usize,
+    pub sync_time: Option<Summary>,
+    pub batch: Option<Summary>,
+    pub cold: Option<Summary>,
+}
+
+/// New TCP connection + one request/reply from a pod, per target.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PacketResult {
+    pub services: usize,
+    /// Medians per run, summarised over runs.
+    pub first: Option<Summary>,
+    pub last: Option<Summary>,
+    pub direct: Option<Summary>,
+    pub samples_per_run: usize,
+    pub failures: usize,
+}
+
+/// One-element `nft -f` transactions on a tiny table.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FloorResult {
+    pub noop: Option<Summary>,
+    pub add: Option<Summary>,
+    pub delete: Option<Summary>,
+}

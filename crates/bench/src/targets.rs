@@ -1,0 +1,129 @@
+//! The performance targets (DESIGN.md, "Performance, as measured") and
+//! whether a run met them, by how much.
+
+use crate::report::duration;
+use crate::results::Results;
+use crate::stats::{Summary, ratio};
+
+/// Met, missed (both with the margin in words), or not measured (why).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Pass(String),
+    Miss(String),
+    Unknown(String),
+}
+
+/// One target and what the run measured for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub name: &'static str,
+    pub measured: String,
+    pub verdict: Verdict,
+}
+
+/// `value` against an upper `limit`.
+fn at_most(value: f64, limit: f64) -> Verdict {
+    if value <= limit {
+        Verdict::Pass(format!("{:.0} % under", (1.0 - value / limit) * 100.0))
+    } else {
+        Verdict::Miss(format!("{:.1}x the target", value / limit))
+    }
+}
+
+fn time_target(name: &'static str, s: Option<Summary>, limit: f64, missing: &str) -> Target {
+    match s {
+        Some(s) => Target { name, measured: duration(s.median), verdict: at_most(s.median, limit) },
+        None => Target { name, measured: "-".into(), verdict: Verdict::Unknown(missing.into()) },
+    }
+}
+
+fn mib_target(name: &'static str, s: Option<Summary>, limit: f64, missing: &str) -> Target {
+    match s {
+        Some(s) => Target { name, measured: format!("{:.0} MiB", s.median), verdict: at_most(s.median, limit) },
+        None => Target { name, measured: "-".into(), verdict: Verdict::Unknown(missing.into()) },
+    }
+}
+
+/// Every target, in DESIGN.md's order.
+pub fn targets(r: &Results) -> Vec<Target> {
+    let size = |n: usize| r.sizes.iter().find(|s| s.services == n);
+    let full_only = if r.quick { "--quick stops at 10k" } else { "the run failed; see Notes" };
+    let mut out = vec![
+        time_target("cold full sync, 10k services <= 1 s", size(10_000).and_then(|s| s.cold), 1.0, "see Notes"),
+        time_target("cold full sync, 100k services <= 10 s", size(100_000).and_then(|s| s.cold), 10.0, full_only),
+        mib_target(
+            "peak RSS at 100k services (`kproxy run --once`) <= 400 MiB",
+            r.process.iter().find(|p| p.services == 100_000).and_then(|p| p.peak_mib),
+            400.0,
+            full_only,
+        ),
+        time_target("one-service change at 10k <= 10 ms", size(10_000).and_then(|s| s.change), 0.010, "see Notes"),
+    ];
+    let p99 = r.latency.as_ref().and_then(|l| l.p99);
+    out.push(match p99 {
+        Some(p) => Target {
+            name: "network-programming p99 at 10k, 100 changes/s <= 50 ms",
+            measured: duration(p),
+            verdict: at_most(p, 0.050),
+        },
+        None => Target {
+            name: "network-programming p99 at 10k, 100 changes/s <= 50 ms",
+            measured: "-".into(),
+            verdict: Verdict::Unknown("see Notes".into()),
+        },
+    });
+    out.push(mib_target(
+        "RSS at 10k idle after sync <= 60 MiB",
+        r.idle.as_ref().and_then(|i| i.idle_mib),
+        60.0,
+        "see Notes",
+    ));
+    out.push(first_packet(r));
+    out
+}
+
+/// Last of 10k against the single service of N = 1, within 10 %.
+fn first_packet(r: &Results) -> Target {
+    let name = "first-packet latency, last of 10k vs 1 service, within 10 %";
+    let one = r.packets.iter().find(|p| p.services == 1).and_then(|p| p.first);
+    let last = r.packets.iter().find(|p| p.services == 10_000).and_then(|p| p.last);
+    match (ratio(last, one), one, last) {
+        (Some(x), Some(one), Some(last)) => {
+            let measured = format!("{} vs {} ({x:.3}x)", duration(last.median), duration(one.median));
+            let off = (x - 1.0).abs() * 100.0;
+            let verdict = if off <= 10.0 {
+                Verdict::Pass(format!("{off:.1} % apart"))
+            } else {
+                Verdict::Miss(format!("{off:.1} % apart"))
+            };
+            Target { name, measured, verdict }
+        }
+        _ => Target { name, measured: "-".into(), verdict: Verdict::Unknown("see Notes".into()) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::SizeResult;
+
+    #[test]
+    fn margins_say_by_how_much() {
+        assert_eq!(at_most(0.25, 1.0), Verdict::Pass("75 % under".into()));
+        assert_eq!(at_most(2.5, 1.0), Verdict::Miss("2.5x the target".into()));
+    }
+
+    #[test]
+    fn missing_sizes_are_not_measured_and_quick_says_why() {
+        let cold = Summary::of(&[0.5, 0.6, 0.7]);
+        let r = Results {
+            quick: true,
+            sizes: vec![SizeResult { services: 10_000, cold, ..SizeResult::default() }],
+            ..Results::default()
+        };
+        let t = targets(&r);
+        assert!(matches!(t[0].verdict, Verdict::Pass(_)), "{t:?}");
+        assert_eq!(t[1].verdict, Verdict::Unknown("--quick stops at 10k".into()));
+        assert_eq!(t.len(), 7);
+    }
+}

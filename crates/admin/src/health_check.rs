@@ -105,7 +105,7 @@ async fn answer(State(state): State<HealthCheckState>) -> Response {
     // The node's eligibility is /healthz's business, not the service's.
     let healthy = state.health.report(state.clock.now().0).healthy;
     let body = Body {
-        service: ServiceRef { namespace: service.namespace, name: service.name },
+        service: ServiceRef { namespace: service.namespace.to_string(), name: service.name.to_string() },
         local_endpoints: check.local_endpoints,
         service_proxy_healthy: healthy,
     };

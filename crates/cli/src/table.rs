@@ -74,7 +74,7 @@ fn list_or(items: &[String], empty: &str) -> String {
 }
 
 fn port_label(port: &ServicePort) -> String {
-    match port.name.port.as_str() {
+    match &*port.name.port {
         "" => format!("{}/{}", port.port, port.name.protocol),
         name => format!("{name}/{}", port.name.protocol),
     }

@@ -1,20 +1,23 @@
 //! Names of services and of their ports.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::Protocol;
 
-/// A Service's namespace and name.
+/// A Service's namespace and name. The strings are shared: names are
+/// copied into every index of every stage (trackers, state, the planner's
+/// claims and owners), and at 100k services copies of the text add up.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct ServiceName {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ServiceName {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         Self { namespace: namespace.into(), name: name.into() }
     }
 }
@@ -33,12 +36,12 @@ impl fmt::Display for ServiceName {
 pub struct ServicePortName {
     pub service: ServiceName,
     /// The port's `name`; empty for the single unnamed port of a service.
-    pub port: String,
+    pub port: Arc<str>,
     pub protocol: Protocol,
 }
 
 impl ServicePortName {
-    pub fn new(service: ServiceName, port: impl Into<String>, protocol: Protocol) -> Self {
+    pub fn new(service: ServiceName, port: impl Into<Arc<str>>, protocol: Protocol) -> Self {
         Self { service, port: port.into(), protocol }
     }
 

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use kproxy_model::{
     Changes, Frontend, FrontendKind, IpFamily, IpNet, Protocol, ProxyState, ServicePort, ServicePortName,
@@ -78,7 +79,10 @@ fn frontend_key(port: &ServicePort, f: &Frontend) -> FrontendKey {
 /// What the last successful sync applied to one family's table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FamilyApplied {
-    pub(crate) ports: HashMap<ServicePortName, PortObjects>,
+    /// Each programmed port and the frontends it owns: its objects are
+    /// recomputed from these when it changes (keeping every element of
+    /// every port would cost more memory than the state itself).
+    pub(crate) ports: HashMap<ServicePortName, AppliedPort>,
     /// Every port claiming each frontend, with the kind it claims it as.
     pub(crate) claims: HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>,
     /// The frontends each port claims (the other way round).
@@ -92,6 +96,21 @@ pub struct FamilyApplied {
     pub(crate) chains: BTreeSet<String>,
     pub(crate) sets: BTreeMap<String, SetDef>,
     pub(crate) service_cidrs: Vec<IpNet>,
+}
+
+/// A port as programmed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AppliedPort {
+    port: Arc<ServicePort>,
+    /// The frontends it owns, when not all of its frontends.
+    owned: Option<Box<[Frontend]>>,
+}
+
+impl AppliedPort {
+    /// Its objects, as they were applied.
+    fn objects(&self, node_ips: &[IpAddr]) -> PortObjects {
+        port_objects(&self.port, self.owned.as_deref().unwrap_or(&self.port.frontends), node_ips)
+    }
 }
 
 /// What the last successful sync applied, per family.
@@ -173,8 +192,30 @@ pub fn plan(
 pub fn table(state: &ProxyState, family: IpFamily, config: &PlanConfig) -> Table {
     let mut skips = Vec::new();
     let node_ips = &state.node.node_port_addresses;
-    let applied = full_state(state, family, node_ips, None, &mut skips);
-    assemble(state, family, &config.resolved(&state.node), &applied)
+    let mut ports = Table::default();
+    let applied = full_state(state, family, node_ips, None, &mut skips, |objects| {
+        add_port(&mut ports, objects);
+    });
+    let mut table = assemble(family, &config.resolved(&state.node), &applied);
+    table.chains.extend(ports.chains);
+    table.sets.extend(ports.sets);
+    table.elements = ports.elements;
+    for (set, key) in applied.shared_elements.keys() {
+        table.add_element(set, Element { key: key.clone(), data: None });
+    }
+    for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
+        table.add_element(SERVICE_CIDRS, Element { key, data: None });
+    }
+    table
+}
+
+/// A port's chains, sets and elements into `table`.
+fn add_port(table: &mut Table, objects: PortObjects) {
+    table.chains.extend(objects.chains);
+    table.sets.extend(objects.sets);
+    for ((set, key), data) in objects.elements {
+        table.add_element(&set, Element { key, data });
+    }
 }
 
 /// Who serves a frontend several ports claim. A cluster IP beats any other
@@ -203,13 +244,14 @@ fn add_claims(port: &ServicePort, applied: &mut FamilyApplied) {
 }
 
 /// Ownership from scratch (keeping previous owners where the rules allow),
-/// then every port's objects.
+/// then every port's objects, each handed to `each` once counted.
 fn full_state(
     state: &ProxyState,
     family: IpFamily,
     node_ips: &[IpAddr],
     previous: Option<&FamilyApplied>,
     skips: &mut Vec<String>,
+    mut each: impl FnMut(PortObjects),
 ) -> FamilyApplied {
     let ports = &state.family(family).service_ports;
     let mut applied = FamilyApplied::default();
@@ -223,25 +265,25 @@ fn full_state(
         }
     }
     for port in ports.values() {
-        let objects = objects_for(port, &applied, node_ips);
+        let (entry, objects) = objects_for(port, &applied, node_ips);
         skips.extend(objects.skips.iter().cloned());
-        applied.ports.insert(port.name.clone(), objects);
-    }
-    applied.port_elements = applied.ports.values().map(|p| p.elements.len()).sum();
-    for objects in applied.ports.values() {
+        applied.ports.insert(port.name.clone(), entry);
+        applied.port_elements += objects.elements.len();
         for e in &objects.shared {
             *applied.shared_elements.entry(e.clone()).or_default() += 1;
         }
         for c in &objects.shared_objects {
             *applied.shared_objects.entry(*c).or_default() += 1;
         }
+        each(objects);
     }
     applied.service_cidrs = state.family(family).service_cidrs.clone();
     applied
 }
 
-/// A port's objects for the frontends it owns; the others are reported.
-fn objects_for(port: &ServicePort, applied: &FamilyApplied, node_ips: &[IpAddr]) -> PortObjects {
+/// A port's objects for the frontends it owns (the others are reported),
+/// and what to remember of it.
+fn objects_for(port: &Arc<ServicePort>, applied: &FamilyApplied, node_ips: &[IpAddr]) -> (AppliedPort, PortObjects) {
     let mut owned = Vec::new();
     let mut conflicts = Vec::new();
     for f in &port.frontends {
@@ -258,11 +300,13 @@ fn objects_for(port: &ServicePort, applied: &FamilyApplied, node_ips: &[IpAddr])
     }
     let mut objects = port_objects(port, &owned, node_ips);
     objects.skips.extend(conflicts);
-    objects
+    let owned = (owned.len() != port.frontends.len()).then(|| owned.into_boxed_slice());
+    (AppliedPort { port: Arc::clone(port), owned }, objects)
 }
 
-/// Everything of one family, as a table.
-fn assemble(state: &ProxyState, family: IpFamily, config: &PlanConfig, applied: &FamilyApplied) -> Table {
+/// The objects of one family no port owns: base chains and sets, shared
+/// chains and sets.
+fn assemble(family: IpFamily, config: &PlanConfig, applied: &FamilyApplied) -> Table {
     let mut table = Table::default();
     for chain in base::chains(config, family) {
         table.add_chain(chain);
@@ -276,23 +320,6 @@ fn assemble(state: &ProxyState, family: IpFamily, config: &PlanConfig, applied: 
             table.add_set(set);
         }
     }
-    for objects in applied.ports.values() {
-        for chain in objects.chains.values() {
-            table.add_chain(chain.clone());
-        }
-        for set in objects.sets.values() {
-            table.add_set(set.clone());
-        }
-        for ((set, key), data) in &objects.elements {
-            table.add_element(set, Element { key: key.clone(), data: data.clone() });
-        }
-    }
-    for (set, key) in applied.shared_elements.keys() {
-        table.add_element(set, Element { key: key.clone(), data: None });
-    }
-    for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
-        table.add_element(SERVICE_CIDRS, Element { key, data: None });
-    }
     table
 }
 
@@ -304,8 +331,30 @@ fn plan_full(
     previous: Option<&FamilyApplied>,
     skips: &mut Vec<String>,
 ) -> (Vec<Op>, FamilyApplied) {
-    let mut applied = full_state(state, family, node_ips, previous, skips);
-    let table = assemble(state, family, config, &applied);
+    // The ports' chains and sets join the table; their elements go
+    // straight into per-set lists (moved, never copied).
+    let mut ports = Table::default();
+    let mut elements: BTreeMap<String, Vec<Element>> = BTreeMap::new();
+    let mut applied = full_state(state, family, node_ips, previous, skips, |objects| {
+        let PortObjects { elements: own, chains, sets, .. } = objects;
+        ports.chains.extend(chains);
+        ports.sets.extend(sets);
+        for ((set, key), data) in own {
+            elements.entry(set).or_default().push(Element { key, data });
+        }
+    });
+    let mut table = assemble(family, config, &applied);
+    table.chains.extend(ports.chains);
+    table.sets.extend(ports.sets);
+    for (set, key) in applied.shared_elements.keys() {
+        elements.entry(set.clone()).or_default().push(Element { key: key.clone(), data: None });
+    }
+    for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
+        elements.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
+    }
+    for list in elements.values_mut() {
+        list.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    }
     applied.chains = table.chains.keys().cloned().collect();
     applied.sets = table.sets.clone();
     let mut ops = Vec::new();
@@ -316,7 +365,7 @@ fn plan_full(
             ops.extend(table.sets.values().cloned().map(Op::AddSet));
             ops.extend(table.chains.values().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
             push_rules(&mut ops, table.chains.values());
-            push_elements(&mut ops, &table);
+            push_elements(&mut ops, elements);
         }
         // Re-assert in place, keeping what the packet path learned (the
         // clients pinned by session affinity).
@@ -339,7 +388,7 @@ fn plan_full(
             let new_chains = table.chains.values().filter(|c| !previous.chains.contains(&c.name));
             ops.extend(new_chains.map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
             push_rules(&mut ops, table.chains.values());
-            push_elements(&mut ops, &table);
+            push_elements(&mut ops, elements);
             ops.extend(removed_chains.into_iter().map(|c| Op::DeleteChain(c.clone())));
             let removed_sets = previous.sets.values().filter(|s| !table.sets.contains_key(&s.name));
             ops.extend(removed_sets.cloned().map(Op::DeleteSet));
@@ -354,11 +403,8 @@ pub(crate) fn push_rules<'a>(ops: &mut Vec<Op>, chains: impl Iterator<Item = &'a
     }
 }
 
-fn push_elements(ops: &mut Vec<Op>, table: &Table) {
-    for (set, elements) in &table.elements {
-        let elements = elements.iter().map(|(key, data)| Element { key: key.clone(), data: data.clone() }).collect();
-        ops.push(Op::AddElements { set: set.clone(), elements });
-    }
+fn push_elements(ops: &mut Vec<Op>, elements: BTreeMap<String, Vec<Element>>) {
+    ops.extend(elements.into_iter().map(|(set, elements)| Op::AddElements { set, elements }));
 }
 
 /// Updates `applied` (the previous sync's) for the ports that changed;
@@ -409,16 +455,19 @@ fn plan_partial(
 
     let mut diff = crate::diff::Diff::default();
     for name in &todo {
-        let old = applied.ports.remove(name).unwrap_or_default();
-        let new = match ports.get(name) {
-            Some(port) => objects_for(port, &applied, node_ips),
-            None => PortObjects::default(),
+        let old = applied.ports.remove(name).map(|p| p.objects(node_ips)).unwrap_or_default();
+        let (entry, new) = match ports.get(name) {
+            Some(port) => {
+                let (entry, objects) = objects_for(port, &applied, node_ips);
+                (Some(entry), objects)
+            }
+            None => (None, PortObjects::default()),
         };
         applied.port_elements = applied.port_elements - old.elements.len() + new.elements.len();
         skips.extend(new.skips.iter().cloned());
         diff.port(&old, &new, &mut applied);
-        if ports.contains_key(name) {
-            applied.ports.insert(name.clone(), new);
+        if let Some(entry) = entry {
+            applied.ports.insert(name.clone(), entry);
         }
     }
     let cidrs = &state.family(family).service_cidrs;

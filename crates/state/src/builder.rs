@@ -167,7 +167,7 @@ impl StateBuilder {
         match key.kind {
             Kind::Service => {
                 self.counts.service_events += 1;
-                let name = ServiceName::new(&key.namespace, &key.name);
+                let name = ServiceName::new(key.namespace.as_str(), key.name.as_str());
                 self.selecting.remove(&name);
                 self.services.delete(&name);
                 if self.config.endpoint_controller {
@@ -229,7 +229,7 @@ impl StateBuilder {
         }
         let Some(namespace) = old.or(new).map(|p| p.namespace.clone()) else { return };
         let in_namespace = self.selecting.range(ServiceName::new(namespace.clone(), "")..);
-        for name in in_namespace.take_while(|s| s.namespace == namespace) {
+        for name in in_namespace.take_while(|s| *s.namespace == *namespace) {
             let Some(selector) = self.services.get(name).and_then(|s| s.selector.as_ref()) else { continue };
             if [old, new].into_iter().flatten().any(|pod| controller::selects(selector, pod)) {
                 self.derive_pending.insert(name.clone());
@@ -277,13 +277,13 @@ impl StateBuilder {
 
     fn derive_endpoints(&mut self) {
         for name in std::mem::take(&mut self.derive_pending) {
-            let key = ObjectKey::new(Kind::Service, &name.namespace, &name.name);
+            let key = ObjectKey::new(Kind::Service, &*name.namespace, &*name.name);
             let service = self.services.get(&name).filter(|s| s.selector.is_some() && s.ignored.is_none());
             match service.filter(|_| self.config.endpoint_controller) {
                 Some(service) => {
-                    let start = (name.namespace.clone(), String::new());
+                    let start = (name.namespace.to_string(), String::new());
                     let pods =
-                        self.pods.range(start..).take_while(|((ns, _), _)| *ns == name.namespace).map(|(_, p)| p);
+                        self.pods.range(start..).take_while(|((ns, _), _)| **ns == *name.namespace).map(|(_, p)| p);
                     let derived = controller::derive(service, pods);
                     self.upsert_slice(key, derived);
                 }

@@ -56,6 +56,8 @@ pub fn derive<'a>(service: &ServiceInfo, pods: impl IntoIterator<Item = &'a PodI
     }
     SliceInfo {
         service: service.name.clone(),
-        groups: groups.into_iter().map(|(ports, endpoints)| EndpointGroup { ports, endpoints }).collect(),
+        groups: std::sync::Arc::new(
+            groups.into_iter().map(|(ports, endpoints)| EndpointGroup { ports, endpoints }).collect(),
+        ),
     }
 }

@@ -85,7 +85,7 @@ pub enum Object {
 impl Object {
     pub fn key(&self) -> ObjectKey {
         match self {
-            Object::Service(s) => ObjectKey::new(Kind::Service, &s.name.namespace, &s.name.name),
+            Object::Service(s) => ObjectKey::new(Kind::Service, &*s.name.namespace, &*s.name.name),
             Object::Slice { key, .. } => key.clone(),
             Object::Pod(p) => ObjectKey::new(Kind::Pod, &p.namespace, &p.name),
             Object::Node(n) => ObjectKey::new(Kind::Node, "", &n.name),

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use kproxy_model::{IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
 use serde::Serialize;
@@ -144,7 +145,9 @@ pub struct EndpointGroup {
 pub struct SliceInfo {
     pub service: ServiceName,
     /// One group for an EndpointSlice; one per subset for Endpoints.
-    pub groups: Vec<EndpointGroup>,
+    /// Shared: the source, its change tracking and the state builder each
+    /// hold the slice, and its endpoints are most of its size.
+    pub groups: Arc<Vec<EndpointGroup>>,
 }
 
 /// A container port of a Pod, for resolving named target ports.

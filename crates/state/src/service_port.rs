@@ -25,7 +25,7 @@ pub fn service_ports<'a>(
             ips.iter().copied().filter(move |ip| IpFamily::of(ip) == family)
         }
         for port in &service.ports {
-            let name = ServicePortName::new(service.name.clone(), &port.name, port.protocol);
+            let name = ServicePortName::new(service.name.clone(), port.name.as_str(), port.protocol);
             let mut frontends: Vec<Frontend> = Vec::new();
             for (kind, ips) in [
                 (FrontendKind::ClusterIp, &service.cluster_ips),
@@ -87,8 +87,8 @@ fn candidates<'a>(
     family: IpFamily,
 ) -> Vec<Candidate> {
     let mut merged: BTreeMap<(IpAddr, u16), Candidate> = BTreeMap::new();
-    for group in slices.into_iter().flat_map(|s| &s.groups) {
-        let ports = group.ports.iter().filter(|p| p.name == name.port && p.protocol == name.protocol);
+    for group in slices.into_iter().flat_map(|s| s.groups.iter()) {
+        let ports = group.ports.iter().filter(|p| *p.name == *name.port && p.protocol == name.protocol);
         for port in ports {
             for ep in group.endpoints.iter().filter(|ep| IpFamily::of(&ep.ip) == family) {
                 let candidate = Candidate {

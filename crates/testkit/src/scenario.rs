@@ -79,7 +79,7 @@ impl Scenario {
             .service_ports
             .values()
             .map(AsRef::as_ref)
-            .find(|p| p.name.service == service && p.name.port == port)
+            .find(|p| p.name.service == service && *p.name.port == *port)
     }
 }
 

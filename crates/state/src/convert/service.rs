@@ -18,7 +18,7 @@ const MAX_AFFINITY_TIMEOUT_SECONDS: u32 = 86400;
 /// Validates a Service and keeps what the proxy needs.
 pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
     let f = Fields::of(Kind::Service, &svc.metadata)?;
-    let name = ServiceName::new(&f.key().namespace, &f.key().name);
+    let name = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
     let labels = svc.metadata.labels.as_ref();
     if let Some(proxy) = labels.and_then(|l| l.get(LABEL_SERVICE_PROXY_NAME)) {
         return Ok(ServiceInfo::ignored(name, IgnoreReason::OtherProxy(proxy.clone())));

@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints};
@@ -26,11 +27,11 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
     let service = label(LABEL_SERVICE_NAME)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| f.invalid("metadata.labels", format!("{LABEL_SERVICE_NAME} must name the slice's Service")))?;
-    let service = ServiceName::new(&f.key().namespace, service);
+    let service = ServiceName::new(f.key().namespace.as_str(), service.as_str());
     let trigger_time = trigger_time(slice.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TRIGGER_TIME)));
-    let object = |groups| Object::Slice {
+    let object = |groups: Vec<EndpointGroup>| Object::Slice {
         key: f.key().clone(),
-        info: SliceInfo { service: service.clone(), groups },
+        info: SliceInfo { service: service.clone(), groups: Arc::new(groups) },
         trigger_time,
     };
 
@@ -95,7 +96,7 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
 /// are neither ready nor serving.
 pub fn endpoints(eps: &Endpoints) -> Result<Object, InvalidObject> {
     let f = Fields::of(Kind::Endpoints, &eps.metadata)?;
-    let service = ServiceName::new(&f.key().namespace, &f.key().name);
+    let service = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
     let trigger_time = trigger_time(eps.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TRIGGER_TIME)));
     let mut groups = Vec::new();
     for (s, subset) in eps.subsets.iter().flatten().enumerate() {
@@ -116,7 +117,7 @@ pub fn endpoints(eps: &Endpoints) -> Result<Object, InvalidObject> {
         }
         groups.push(EndpointGroup { ports, endpoints });
     }
-    Ok(Object::Slice { key: f.key().clone(), info: SliceInfo { service, groups }, trigger_time })
+    Ok(Object::Slice { key: f.key().clone(), info: SliceInfo { service, groups: Arc::new(groups) }, trigger_time })
 }
 
 fn legacy_endpoint(

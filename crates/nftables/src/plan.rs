@@ -346,14 +346,14 @@ fn plan_full(
     let mut table = assemble(family, config, &applied);
     table.chains.extend(ports.chains);
     table.sets.extend(ports.sets);
-    for (set, key) in applied.shared_elements.keys() {
+    // Sorted: the counts are a hash map, and plans must not depend on its order.
+    let mut shared: Vec<&ElementKey> = applied.shared_elements.keys().collect();
+    shared.sort_unstable();
+    for (set, key) in shared {
         elements.entry(set.clone()).or_default().push(Element { key: key.clone(), data: None });
     }
     for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
         elements.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
-    }
-    for list in elements.values_mut() {
-        list.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     }
     applied.chains = table.chains.keys().cloned().collect();
     applied.sets = table.sets.clone();

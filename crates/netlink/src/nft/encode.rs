@@ -13,7 +13,7 @@ use kproxy_nftables::ast::{Atom, Data, Field, Verdict};
 use kproxy_nftables::{BaseChain, Chain, ChainType, Element, Hook, Op, Plan, SetData, SetDef, names};
 
 use super::expr;
-use super::types::{self, after, datatype, key_len, key_type, nfproto, value_bytes, zero};
+use super::types::{self, after, datatype, key_len, key_type, nfproto, write_value, zero};
 use super::wire::{
     self, MSG_BATCH_BEGIN, MSG_BATCH_END, NLM_F_APPEND, NLM_F_CREATE, NLM_F_REQUEST, SUBSYS_NFTABLES, Writer, msg,
 };
@@ -399,18 +399,18 @@ impl<'a> Wire<'a> {
         match self {
             Wire::Element { key, data, range } => {
                 let nest = w.nest(elem::KEY);
-                w.bytes(DATA_VALUE, &value_bytes(key, false));
+                w.with_value(DATA_VALUE, |b| write_value(b, key, false));
                 w.end_nest(nest);
                 if *range {
                     let nest = w.nest(elem::KEY_END);
-                    w.bytes(DATA_VALUE, &value_bytes(key, true));
+                    w.with_value(DATA_VALUE, |b| write_value(b, key, true));
                     w.end_nest(nest);
                 }
                 if let Some(data) = data {
                     let nest = w.nest(elem::DATA);
                     match data {
                         Data::Verdict(v) => verdict(w, v),
-                        Data::Atoms(atoms) => w.bytes(DATA_VALUE, &value_bytes(atoms, false)),
+                        Data::Atoms(atoms) => w.with_value(DATA_VALUE, |b| write_value(b, atoms, false)),
                     }
                     w.end_nest(nest);
                 }

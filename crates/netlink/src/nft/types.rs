@@ -112,22 +112,22 @@ pub fn ip_bytes(out: &mut Vec<u8>, ip: &IpAddr) {
     }
 }
 
-/// A key or data value: one atom as is, a concatenation with each atom
+/// Appends a key or data value: one atom as is, a concatenation with each atom
 /// padded to 4 bytes. With `last`, a trailing `Net` is its last address
 /// (the end of a range).
-pub fn value_bytes(atoms: &[Atom], last: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(atoms.len() * 8);
+pub fn write_value(out: &mut Vec<u8>, atoms: &[Atom], last: bool) {
+    let start = out.len();
     let concat = atoms.len() > 1;
     for atom in atoms {
         match atom {
-            Atom::Net(net) if last => ip_bytes(&mut out, &net.broadcast()),
-            _ => atom_bytes(&mut out, atom),
+            Atom::Net(net) if last => ip_bytes(out, &net.broadcast()),
+            _ => atom_bytes(out, atom),
         }
         if concat {
-            out.resize(crate::nft::wire::align(out.len()), 0);
+            let padded = start + crate::nft::wire::align(out.len() - start);
+            out.resize(padded, 0);
         }
     }
-    out
 }
 
 /// The first address after a network, or `None` when it ends the address

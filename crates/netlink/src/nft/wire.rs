@@ -123,6 +123,18 @@ impl Writer {
         self.pad();
     }
 
+    /// An attribute whose value `fill` appends to the buffer in place (no
+    /// temporary copy: elements are most of a large batch).
+    pub fn with_value(&mut self, kind: u16, fill: impl FnOnce(&mut Vec<u8>)) {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&0u16.to_ne_bytes());
+        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        fill(&mut self.buf);
+        let len = u16::try_from(self.buf.len() - at).expect("an attribute is under 64 KiB");
+        self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
+        self.pad();
+    }
+
     pub fn u8(&mut self, kind: u16, value: u8) {
         self.bytes(kind, &[value]);
     }

@@ -6,7 +6,7 @@ pub const METHOD: &str = "
 ## How to run
 
 ```sh
-scripts/bench           # full run (root; builds release first), 20-30 minutes
+scripts/bench           # full run (root; builds release first), 10-20 minutes
 scripts/bench --quick   # at most 10k services, 3 runs each, under 3 minutes; the CI guard
 ```
 

@@ -333,8 +333,8 @@ fn notes(out: &mut String, r: &Results) {
     for s in &r.sizes {
         if let Some(x) = ratio(s.cold, s.cold_rules_only).filter(|x| *x > 1.5) {
             notes.push(format!(
-                "At {} services the cold sync takes {x:.1}x as long as its rules alone: the dataplane runs one \
-                 `conntrack -D` process per new UDP frontend ({} here), one after the other.",
+                "At {} services the cold sync takes {x:.1}x as long as its rules alone: the difference is the \
+                 UDP conntrack cleanup for the {} new UDP frontends.",
                 count(s.services),
                 count(s.services / 10)
             ));
@@ -347,6 +347,11 @@ fn notes(out: &mut String, r: &Results) {
             cpu.median * 100.0
         ));
     }
+    notes.push(
+        "What bounds the targets missed, with the profiles behind it: [docs/bench/profile.md](docs/bench/profile.md) \
+         (written by hand; it names the commit it profiled)."
+            .to_owned(),
+    );
     if !notes.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");
         for note in notes {

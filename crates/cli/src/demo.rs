@@ -92,8 +92,11 @@ const FLAGS: &[&str] = &[
     "--healthz-bind-address",
     "127.0.0.1:10256",
     "--metrics-bind-address",
-    "127.0.0.1:10249",
+    METRICS,
 ];
+
+/// kproxy's metrics address inside node-a.
+const METRICS: &str = "127.0.0.1:10249";
 
 /// A manifest file: name and content.
 type File = (String, String);
@@ -150,16 +153,40 @@ fn pod_manifest(pod: &PodInfo, ipv4: IpAddr, ipv6: IpAddr) -> String {
     )
 }
 
+/// Waits until kproxy's metrics (inside node-a) record a successful sync of
+/// both families: its rules are in place.
 fn wait_for_rules(node: &Netns, log: &Path) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        if node.exec("nft", &["list", "table", "ip", "kproxy"]).is_ok_and(|t| t.contains("service-ips")) {
+        if node.enter(families_synced) >= 2 {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let log = std::fs::read_to_string(log).unwrap_or_default();
     anyhow::bail!("kproxy did not program node-a within 10 s; its log:\n{log}")
+}
+
+/// How many families `/metrics` shows a successful sync for (0 while the
+/// endpoint does not answer yet).
+fn families_synced() -> usize {
+    let Some(body) = metrics() else { return 0 };
+    body.lines()
+        .filter(|l| l.starts_with("kubeproxy_sync_proxy_rules_last_timestamp_seconds{"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .count()
+}
+
+fn metrics() -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let address: SocketAddr = METRICS.parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).ok()?;
+    Some(body)
 }
 
 /// One frontend exercised from one client.

@@ -5,7 +5,14 @@
 //! health check even though the process is alive. `/healthz` also fails
 //! while the node is not eligible (being deleted, or tainted by the cluster
 //! autoscaler); `/livez` does not look at the node.
+//!
+//! A source (the API server) lost for longer than the timeout makes
+//! `/healthz` report itself degraded in its body, not fail: with nothing
+//! arriving nothing is queued, so the rules are as fresh as kproxy can
+//! make them, and cloud load balancers probe `/healthz` on every node: a
+//! 503 there during an API outage would drain every node at once.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,6 +36,8 @@ struct Inner {
     last_updated: Option<(Instant, SystemTime)>,
     oldest_pending_queued: Option<Instant>,
     node_eligible: bool,
+    /// Parts of the source that fail, since when, and the last error.
+    source_lost: BTreeMap<&'static str, (Instant, String)>,
 }
 
 /// Shared between the runner (which reports queued and applied updates)
@@ -40,12 +49,16 @@ pub struct Health {
 }
 
 /// One answer of the health endpoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HealthReport {
     /// No update has been waiting longer than the timeout.
     pub healthy: bool,
     pub last_updated: Option<SystemTime>,
     pub node_eligible: bool,
+    /// The source has not been lost for longer than the timeout.
+    pub source_current: bool,
+    /// What of the source is lost, and why (set when not `source_current`).
+    pub source_error: Option<String>,
 }
 
 impl Health {
@@ -53,7 +66,12 @@ impl Health {
     pub fn new(timeout: Duration) -> Self {
         Self {
             timeout,
-            inner: Mutex::new(Inner { last_updated: None, oldest_pending_queued: None, node_eligible: true }),
+            inner: Mutex::new(Inner {
+                last_updated: None,
+                oldest_pending_queued: None,
+                node_eligible: true,
+                source_lost: BTreeMap::new(),
+            }),
         }
     }
 
@@ -79,14 +97,39 @@ impl Health {
         self.inner().node_eligible = eligible;
     }
 
+    /// `what` of the source (a resource, say) fails; the first failure's
+    /// time counts until it recovers.
+    pub fn source_lost(&self, what: &'static str, now: Instant, error: String) {
+        let mut inner = self.inner();
+        let entry = inner.source_lost.entry(what).or_insert((now, String::new()));
+        entry.1 = error;
+    }
+
+    pub fn source_recovered(&self, what: &str) {
+        let mut inner = self.inner();
+        if !inner.source_lost.is_empty() {
+            inner.source_lost.remove(what);
+        }
+    }
+
     pub fn report(&self, now: Instant) -> HealthReport {
         let inner = self.inner();
-        let stale =
-            inner.oldest_pending_queued.is_some_and(|queued| now.saturating_duration_since(queued) >= self.timeout);
+        let expired = |since: Instant| now.saturating_duration_since(since) >= self.timeout;
+        let stale = inner.oldest_pending_queued.is_some_and(expired);
+        let source_error = inner
+            .source_lost
+            .iter()
+            .filter(|(_, (since, _))| expired(*since))
+            .map(|(what, (since, error))| {
+                format!("{what}: failing for {}s: {error}", now.saturating_duration_since(*since).as_secs())
+            })
+            .reduce(|a, b| format!("{a}; {b}"));
         HealthReport {
             healthy: !stale,
             last_updated: inner.last_updated.map(|(_, wall)| wall),
             node_eligible: inner.node_eligible,
+            source_current: source_error.is_none(),
+            source_error,
         }
     }
 }
@@ -108,5 +151,20 @@ mod tests {
         let report = health.report(t0 + Duration::from_secs(500));
         assert!(report.healthy);
         assert_eq!(report.last_updated, Some(SystemTime::UNIX_EPOCH));
+    }
+
+    #[test]
+    fn a_source_lost_longer_than_the_timeout_is_not_current() {
+        let health = Health::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        health.source_lost("services", t0, "connection refused".into());
+        health.source_lost("services", t0 + Duration::from_secs(30), "still refused".into());
+        assert!(health.report(t0 + Duration::from_secs(59)).source_current, "the first failure's time counts");
+        let report = health.report(t0 + Duration::from_secs(61));
+        assert!(!report.source_current);
+        assert_eq!(report.source_error.as_deref(), Some("services: failing for 61s: still refused"));
+        assert!(report.healthy, "the dataplane itself is fine");
+        health.source_recovered("services");
+        assert!(health.report(t0 + Duration::from_secs(62)).source_current);
     }
 }

@@ -192,6 +192,11 @@ impl Metrics {
         Self { registry, ..m }
     }
 
+    /// Adds metrics of another crate (a source's, say) to the registry.
+    pub fn register(&mut self, add: impl FnOnce(&mut Registry)) {
+        add(&mut self.registry);
+    }
+
     /// The `Content-Type` of [`Metrics::encode`]'s output.
     pub const CONTENT_TYPE: &'static str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 

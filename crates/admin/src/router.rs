@@ -53,6 +53,13 @@ struct HealthBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     node_eligible: Option<bool>,
     healthy: bool,
+    /// `/healthz` only, while the source has been lost longer than the
+    /// timeout: the rules are kept but may be going stale.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    degraded: bool,
+    /// What of the source is lost, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_error: Option<String>,
 }
 
 async fn healthz(State(admin): State<Arc<AdminState>>) -> Response {
@@ -78,13 +85,20 @@ fn health_response(admin: &AdminState, with_node: bool) -> Response {
         current_time: timestamp(wall),
         node_eligible: with_node.then_some(report.node_eligible),
         healthy,
+        degraded: with_node && !report.source_current,
+        source_error: report.source_error.filter(|_| with_node),
     };
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let counter = if with_node { &admin.metrics.healthz_total } else { &admin.metrics.livez_total };
     counter.get_or_create(&CodeLabel { code: code.as_u16() }).inc();
     let json = serde_json::to_string(&body).expect("a plain struct serialises");
-    (code, [(header::CONTENT_TYPE, "application/json"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], json)
-        .into_response()
+    let headers = [
+        (header::CONTENT_TYPE, "application/json"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        // Tells a starting kproxy that this is kproxy, not kube-proxy.
+        (header::SERVER, "kproxy"),
+    ];
+    (code, headers, json).into_response()
 }
 
 /// RFC 3339 with nanoseconds, like Go's `time.Time` in JSON.

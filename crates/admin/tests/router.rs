@@ -96,6 +96,27 @@ async fn an_ineligible_node_fails_healthz_but_not_livez() {
 }
 
 #[tokio::test]
+async fn a_source_lost_too_long_degrades_healthz_without_failing_it() {
+    let f = fixture();
+    f.admin.health.source_lost("services", f.clock.now().0, "connection refused".into());
+    f.clock.advance(Duration::from_secs(59));
+    let (status, body) = get(health_router(f.admin.clone()), "/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("degraded"), "within the timeout: {body}");
+    f.clock.advance(Duration::from_secs(2));
+    let (status, body) = get(health_router(f.admin.clone()), "/healthz").await;
+    assert_eq!(status, StatusCode::OK, "nothing is queued: the rules are as fresh as they can be");
+    assert!(body.contains(r#""degraded":true"#), "{body}");
+    assert!(body.contains(r#""sourceError":"services: failing for 61s: connection refused""#), "{body}");
+    let (_, body) = get(health_router(f.admin.clone()), "/livez").await;
+    assert!(!body.contains("degraded"), "{body}");
+    f.admin.health.source_recovered("services");
+    let (status, body) = get(health_router(f.admin.clone()), "/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("degraded") && !body.contains("sourceError"), "{body}");
+}
+
+#[tokio::test]
 async fn metrics_use_upstream_names_and_count_probes() {
     let f = fixture();
     get(health_router(f.admin.clone()), "/healthz").await;

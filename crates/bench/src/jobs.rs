@@ -14,7 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::workload::Spec;
-use crate::{floor, latency, process, sync};
+use crate::{floor, kube, latency, process, sync};
 
 /// Set by the harness to the `dev:inode` of its own network namespace.
 pub const HOST_NETNS_ENV: &str = "KPROXY_BENCH_HOST_NETNS";
@@ -45,6 +45,9 @@ pub enum Job {
     /// The real `kproxy` binary on a manifest folder: `run --once`, or
     /// `run` until its first sync is done (`idle`).
     Kproxy { binary: PathBuf, manifests: PathBuf, idle: bool, timeout_s: f64 },
+    /// The real `kproxy` binary reading the workload from a fake API server
+    /// in the worker, until its first sync is done.
+    Kube { binary: PathBuf, services: usize, endpoints: usize, workdir: PathBuf, timeout_s: f64 },
 }
 
 impl Job {
@@ -59,6 +62,7 @@ impl Job {
             Job::Latency { services, rate, .. } => format!("latency, {services} services, {rate} changes/s"),
             Job::Kproxy { idle, .. } => format!("kproxy run{}", if *idle { " (idle)" } else { " --once" }),
             Job::Floor { .. } => "one-element transactions".into(),
+            Job::Kube { services, .. } => format!("kproxy run from the API server, {services} services"),
         }
     }
 }
@@ -164,6 +168,9 @@ pub fn work(job: &str) -> anyhow::Result<()> {
         Job::Floor { samples } => Outcome::Floor(runtime.block_on(floor::measure(samples))?),
         Job::Kproxy { binary, manifests, idle, timeout_s } => {
             Outcome::Process(process::measure(&binary, &manifests, idle, timeout_s)?)
+        }
+        Job::Kube { binary, services, endpoints, workdir, timeout_s } => {
+            Outcome::Process(kube::measure(&binary, &Spec::new(services, endpoints), &workdir, timeout_s)?)
         }
     };
     println!("{}", serde_json::to_string(&outcome)?);

@@ -12,6 +12,7 @@
 mod floor;
 mod harness;
 mod jobs;
+mod kube;
 mod latency;
 mod machine;
 mod method;

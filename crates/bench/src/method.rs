@@ -34,5 +34,6 @@ change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/ben
 - Health-check node ports of Local load balancers: the workload sets no `healthCheckNodePort`, so the real
   binary opens no health-check listeners.
 - The userspace mode against HAProxy (DESIGN.md): that mode does not exist yet.
-- The time the Kubernetes API source would take: the real binary reads manifests instead.
+- A real API server: the Kubernetes source is measured against kproxy-testkit's fake one on loopback, which
+  answers at once; a real server's latency, TLS and rate limits (`clientConnection.qps`) are not in these numbers.
 ";

@@ -5,6 +5,7 @@
 //! The worker is kproxy's parent, so it may wait for it and signal it by
 //! PID: until the worker reaps it, the PID cannot belong to anyone else.
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -27,13 +28,24 @@ const METRICS: &str = "127.0.0.1:10249";
 /// Runs kproxy on `manifests`: `--once` to its exit, or (`idle`) until its
 /// first sync is done, then a second more, then kills it.
 pub fn measure(binary: &Path, manifests: &Path, idle: bool, timeout_s: f64) -> anyhow::Result<ProcessStats> {
-    let log_path = manifests.with_extension("log");
-    let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let source = [OsStr::new("--manifests"), manifests.as_os_str()];
+    measure_with(binary, &source, &manifests.with_extension("log"), idle, timeout_s)
+}
+
+/// The same, reading the objects from wherever `source` (arguments) says;
+/// kproxy's log goes to `log_path`.
+pub fn measure_with(
+    binary: &Path,
+    source: &[&OsStr],
+    log_path: &Path,
+    idle: bool,
+    timeout_s: f64,
+) -> anyhow::Result<ProcessStats> {
+    let log = std::fs::File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
     let mut command = Command::new(binary);
     command
         .arg("run")
-        .arg("--manifests")
-        .arg(manifests)
+        .args(source)
         .args(["--proxy-mode", "nftables", "--hostname-override", NODE, "--cluster-cidr", CLUSTER_CIDR])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -54,7 +66,7 @@ pub fn measure(binary: &Path, manifests: &Path, idle: bool, timeout_s: f64) -> a
         stats.success = status.success();
     }
     stats.children_peak_kib = u64::try_from(getrusage(UsageWho::RUSAGE_CHILDREN)?.max_rss()).unwrap_or(0);
-    stats.log_tail = tail(&std::fs::read_to_string(&log_path).unwrap_or_default(), 8);
+    stats.log_tail = tail(&std::fs::read_to_string(log_path).unwrap_or_default(), 8);
     result.map(|()| stats)
 }
 

@@ -265,6 +265,27 @@ fn memory(out: &mut String, r: &Results) {
             n(i.idle_mib)
         );
     }
+    if let Some(k) = &r.kube {
+        let _ = writeln!(
+            out,
+            "\n## The Kubernetes API source\n\n\
+             The same binary with `--kubeconfig` instead of `--manifests`, reading the workload ({} Services and as \
+             many EndpointSlices, {} endpoints) from kproxy-testkit's fake API server in the worker's namespace \
+             (real list and watch wire protocol, pages of 500), programming nftables. Peak RSS is `VmHWM` up to a \
+             second after the first sync; idle is `VmRSS` then.\n\n\
+             | services | endpoints | peak RSS | RSS idle after sync | start to first sync done | n |\n\
+             | ---: | ---: | --- | --- | --- | ---: |\n\
+             | {} | {} | {} | {} | {} | {} |",
+            count(k.services),
+            count(k.services * 10),
+            count(k.services),
+            count(k.services * 10),
+            mib(k.peak_mib),
+            mib(k.idle_mib),
+            times(k.first_sync),
+            n(k.peak_mib)
+        );
+    }
 }
 
 fn latency(out: &mut String, r: &Results) {

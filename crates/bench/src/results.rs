@@ -22,6 +22,9 @@ pub struct Results {
     pub upstream: Vec<UpstreamResult>,
     pub process: Vec<ProcessResult>,
     pub idle: Option<IdleResult>,
+    /// The same binary reading the Kubernetes API (the fake server).
+    #[serde(default)]
+    pub kube: Option<IdleResult>,
     pub latency: Option<LatencyResult>,
     pub packets: Vec<PacketResult>,
     pub floor: Option<FloorResult>,

@@ -86,6 +86,12 @@ pub fn collect(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path, re
         Ok(row) => results.idle = Some(row),
         Err(e) => results.notes.push(format!("idle RSS at {} services failed: {e:#}", plan.idle_services)),
     }
+    match kube(harness, plan, kproxy, workdir) {
+        Ok(row) => results.kube = Some(row),
+        Err(e) => {
+            results.notes.push(format!("kproxy from the API server at {} services failed: {e:#}", plan.idle_services))
+        }
+    }
     match latency(harness, plan) {
         Ok(row) => results.latency = Some(row),
         Err(e) => results.notes.push(format!("network-programming latency failed: {e:#}")),
@@ -211,6 +217,26 @@ fn idle(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyhow
     let (dir, _) = manifests(workdir, &Spec::new(n, plan.endpoints))?;
     let job = Job::Kproxy { binary: kproxy.to_owned(), manifests: dir, idle: true, timeout_s: 1200.0 };
     let runs = harness.repeat(&format!("{} ({n} services)", job.label()), 1, || process_stats(harness, &job))?;
+    Ok(IdleResult {
+        services: n,
+        idle_mib: each(&runs, |r| r.idle_kib.map(|k| k as f64 / MIB)),
+        peak_mib: each(&runs, |r| Some(r.peak_kib as f64 / MIB)),
+        first_sync: each(&runs, |r| Some(r.wall_s)),
+        idle_cpu: each(&runs, |r| r.idle_cpu),
+    })
+}
+
+/// The Kubernetes source's memory, at the idle measurement's size.
+fn kube(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyhow::Result<IdleResult> {
+    let n = plan.idle_services;
+    let job = Job::Kube {
+        binary: kproxy.to_owned(),
+        services: n,
+        endpoints: plan.endpoints,
+        workdir: workdir.to_owned(),
+        timeout_s: 600.0,
+    };
+    let runs = harness.repeat(&job.label(), 1, || process_stats(harness, &job))?;
     Ok(IdleResult {
         services: n,
         idle_mib: each(&runs, |r| r.idle_kib.map(|k| k as f64 / MIB)),

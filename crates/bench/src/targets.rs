@@ -79,6 +79,12 @@ pub fn targets(r: &Results) -> Vec<Target> {
         "see Notes",
     ));
     out.push(first_packet(r));
+    out.push(mib_target(
+        "peak RSS at 10k services x 10 endpoints from the API server <= 150 MiB",
+        r.kube.as_ref().and_then(|k| k.peak_mib),
+        150.0,
+        "see Notes",
+    ));
     out
 }
 
@@ -124,6 +130,6 @@ mod tests {
         let t = targets(&r);
         assert!(matches!(t[0].verdict, Verdict::Pass(_)), "{t:?}");
         assert_eq!(t[1].verdict, Verdict::Unknown("--quick stops at 10k".into()));
-        assert_eq!(t.len(), 7);
+        assert_eq!(t.len(), 8);
     }
 }

@@ -6,6 +6,7 @@
 
 mod args;
 mod cleanup_cmd;
+mod coexist;
 mod demo;
 mod host;
 mod mode;

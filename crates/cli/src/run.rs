@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kproxy_admin::{
@@ -11,6 +12,7 @@ use kproxy_admin::{
 use kproxy_config::Config;
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
 use kproxy_model::ProxyState;
+use kproxy_source::kube::{ConnectError, Connection, HealthSink, KubeMetrics, KubeOptions, KubeSource, Resource};
 use kproxy_source::manifests::{Folder, ManifestSource, SourceCounters, WatchOptions};
 use kproxy_state::StateBuilder;
 use tokio::sync::{mpsc, watch};
@@ -18,7 +20,7 @@ use tracing::{error, info, warn};
 
 use crate::UsageError;
 use crate::args::RunArgs;
-use crate::setup::{load_config, manifests_dir, state_config};
+use crate::setup::{connection, load_config, state_config};
 
 /// Logs to stderr, as text or one JSON object per line (`logging.format`).
 /// `-v` follows klog's habit: 0-1 info, 2-3 debug, 4+ trace; `RUST_LOG`
@@ -41,23 +43,76 @@ pub fn init_logging(logging: &kproxy_config::Logging) {
     };
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(&args.common)?;
-    let dir = manifests_dir(&args.common)?;
-    let folder = Folder::new(dir).map_err(|e| UsageError(format!("--manifests {e}")))?;
-    let mode = crate::mode::choose(&config, args.dry_run)?;
-    let dataplane = crate::mode::dataplane(&config, mode);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(config, folder, dataplane, args.once))
+/// Where the objects come from.
+enum Source {
+    /// Standalone: a folder of manifests, with kproxy's endpoint controller.
+    Manifests(Folder),
+    /// In a cluster: the API server.
+    Kube(Connection),
 }
 
-async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, once: bool) -> anyhow::Result<ExitCode> {
-    let host_addresses = crate::host::addresses().await;
-    let state_config = state_config(&config, dataplane_mode(&*dataplane), host_addresses);
-    info!(node = %state_config.node_name, mode = dataplane.mode(), manifests = %folder.dir().display(), "starting");
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(&args.common)?;
+    let source = match &args.common.manifests {
+        Some(dir) => Source::Manifests(Folder::new(dir).map_err(|e| UsageError(format!("--manifests {e}")))?),
+        None => Source::Kube(connection(&config)),
+    };
+    let mode = crate::mode::choose(&config, args.dry_run)?;
+    if mode.is_some() {
+        crate::coexist::refuse_kube_proxy(&config)?;
+    }
+    let dataplane = crate::mode::dataplane(&config, mode);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(config, source, dataplane, args.once))
+}
 
-    let metrics = Arc::new(Metrics::new());
+async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, once: bool) -> anyhow::Result<ExitCode> {
+    let host_addresses = crate::host::addresses().await;
+    let mut state_config = state_config(&config, dataplane_mode(&*dataplane), host_addresses);
+    if matches!(source, Source::Kube(_)) {
+        // The cluster's controller writes the EndpointSlices, and the Node
+        // always exists: one that does not is not this node's.
+        state_config.endpoint_controller = false;
+        state_config.node_required = true;
+    }
+    let node = state_config.node_name.clone();
+    match &source {
+        Source::Manifests(folder) => {
+            info!(%node, mode = dataplane.mode(), manifests = %folder.dir().display(), "starting")
+        }
+        Source::Kube(_) => info!(%node, mode = dataplane.mode(), "starting; reading the Kubernetes API"),
+    }
+
+    let mut metrics = Metrics::new();
+    let kube_metrics = KubeMetrics::default();
+    metrics.register(|registry| kube_metrics.register(registry));
+    let metrics = Arc::new(metrics);
     let health = Arc::new(Health::new(config.sync_period * 2));
+    let (events_tx, events) = mpsc::channel(1024);
+    let source = match source {
+        Source::Manifests(folder) => {
+            let counters = SourceCounters {
+                invalid_documents: metrics.manifest_invalid_documents.clone(),
+                reads: metrics.manifest_reads.clone(),
+            };
+            let source = ManifestSource::new(folder, WatchOptions::default(), counters);
+            tokio::spawn(async move { source.run(events_tx).await.map_err(anyhow::Error::from) })
+        }
+        Source::Kube(connection) => {
+            let sink: Arc<dyn HealthSink> = Arc::new(SourceHealth(health.clone()));
+            let (client, url) = kproxy_source::kube::client(&connection, sink.clone()).await.map_err(startup)?;
+            let service_cidrs =
+                kproxy_source::kube::check(&client, &url, &node, API_CHECK_TIMEOUT).await.map_err(startup)?;
+            info!(%url, "API server answers");
+            let options = KubeOptions { service_cidrs, ..KubeOptions::new(node) };
+            let source = KubeSource::new(client, options, kube_metrics, sink);
+            tokio::spawn(async move {
+                source.run(events_tx).await;
+                Ok(())
+            })
+        }
+    };
+
     let (state_tx, state_rx) = watch::channel(Arc::new(ProxyState::default()));
     let admin = Arc::new(AdminState {
         health: health.clone(),
@@ -74,14 +129,6 @@ async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, on
             listen(addr, metrics_router(admin.clone()), "metrics", config.bind_address_hard_fail).await?;
         }
     }
-
-    let counters = SourceCounters {
-        invalid_documents: metrics.manifest_invalid_documents.clone(),
-        reads: metrics.manifest_reads.clone(),
-    };
-    let source = ManifestSource::new(folder, WatchOptions::default(), counters);
-    let (events_tx, events) = mpsc::channel(1024);
-    let source = tokio::spawn(source.run(events_tx));
 
     let health_checks = Arc::new(HealthChecks::default());
     // A dry run programs nothing, and answers no load balancer either.
@@ -105,9 +152,9 @@ async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, on
     }
     let source_failed = async {
         match source.await {
-            Ok(Err(e)) => error!(error = %e, "manifest source failed"),
+            Ok(Err(e)) => error!(error = %e, "source failed"),
             Ok(Ok(())) => {}
-            Err(e) => error!(error = %e, "manifest source stopped"),
+            Err(e) => error!(error = %e, "source stopped"),
         }
     };
     tokio::select! {
@@ -115,6 +162,31 @@ async fn serve(config: Config, folder: Folder, dataplane: Box<dyn Dataplane>, on
         () = source_failed => return Ok(ExitCode::FAILURE),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A configuration mistake is a usage error (exit 64); a server that
+/// refuses or does not answer is a failure (exit 1).
+fn startup(e: ConnectError) -> anyhow::Error {
+    match e {
+        ConnectError::Refused { .. } | ConnectError::Unreachable { .. } => anyhow::Error::new(e),
+        _ => UsageError(e.to_string()).into(),
+    }
+}
+
+/// How long the API server may take to answer the startup check.
+const API_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The Kubernetes source's watch failures, told to `/healthz`.
+struct SourceHealth(Arc<Health>);
+
+impl HealthSink for SourceHealth {
+    fn lost(&self, resource: Resource, error: String) {
+        self.0.source_lost(resource.as_str(), Instant::now(), error);
+    }
+
+    fn recovered(&self, resource: Resource) {
+        self.0.source_recovered(resource.as_str());
+    }
 }
 
 /// The configuration's idea of the running mode, for its defaults.

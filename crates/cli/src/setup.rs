@@ -59,18 +59,26 @@ pub fn state_config(config: &Config, mode: Option<ProxyMode>, host_addresses: Ve
     }
 }
 
-/// The source kproxy reads from. Only manifest folders exist so far.
+/// The manifest folder of the commands that only read manifests (`state`,
+/// `render`, `trace`).
 pub fn manifests_dir(common: &Common) -> anyhow::Result<&std::path::Path> {
-    if let Some(dir) = &common.manifests {
-        return Ok(dir);
+    match &common.manifests {
+        Some(dir) => Ok(dir),
+        None => Err(UsageError(
+            "pass --manifests DIR (a folder of Kubernetes manifests); this command does not read the API server".into(),
+        )
+        .into()),
     }
-    if common.flags.kubeconfig.is_some() || common.flags.master.is_some() {
-        warn!("--kubeconfig and --master need the Kubernetes API source, which this build does not have yet");
+}
+
+/// How to reach the API server: `--kubeconfig` / `clientConnection`, else
+/// in-cluster; `--master` overrides the address.
+pub fn connection(config: &Config) -> kproxy_source::kube::Connection {
+    let client = &config.client_connection;
+    kproxy_source::kube::Connection {
+        kubeconfig: client.kubeconfig.as_deref().filter(|p| !p.is_empty()).map(Into::into),
+        master: client.master.clone().filter(|m| !m.is_empty()),
+        qps: client.qps,
+        burst: client.burst,
     }
-    Err(UsageError(
-        "no source of Services: pass --manifests DIR (a folder of Kubernetes manifests); \
-         reading from a Kubernetes API server is not implemented yet"
-            .into(),
-    )
-    .into())
 }

@@ -126,10 +126,20 @@ fn a_mode_this_build_lacks_is_refused_with_the_alternative() {
 }
 
 #[test]
-fn run_without_a_source_says_what_to_pass() {
-    let out = kproxy(&["run"]);
+fn run_outside_a_cluster_without_a_source_says_what_to_pass() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kproxy"))
+        .args(["run", "--dry-run"])
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
-    assert!(stderr(&out).contains("no source of Services: pass --manifests DIR"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not running in a Kubernetes pod")
+            && stderr(&out).contains("pass --kubeconfig FILE, or --manifests DIR to run standalone"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -40,18 +40,20 @@ const fn field(path: &'static str, flag: &'static str, support: Support) -> Fiel
 }
 
 const WINDOWS: Support = Ignored("Windows only");
+/// kube-rs reads and writes JSON; protobuf is not available to it.
+const JSON_ONLY: Support = Ignored("kproxy talks JSON to the API server");
 
 /// Every setting, in upstream's field order.
 pub(crate) const FIELDS: &[Field] = &[
     field("apiVersion", "", Implemented),
     field("kind", "", Implemented),
     field("featureGates", "--feature-gates", Ignored("kproxy has no feature gates")),
-    field("clientConnection.kubeconfig", "--kubeconfig", NotYet),
-    field("clientConnection.acceptContentTypes", "", NotYet),
-    field("clientConnection.contentType", "--kube-api-content-type", NotYet),
-    field("clientConnection.qps", "--kube-api-qps", NotYet),
-    field("clientConnection.burst", "--kube-api-burst", NotYet),
-    field("", "--master", NotYet),
+    field("clientConnection.kubeconfig", "--kubeconfig", Implemented),
+    field("clientConnection.acceptContentTypes", "", JSON_ONLY),
+    field("clientConnection.contentType", "--kube-api-content-type", JSON_ONLY),
+    field("clientConnection.qps", "--kube-api-qps", Implemented),
+    field("clientConnection.burst", "--kube-api-burst", Implemented),
+    field("", "--master", Implemented),
     field("logging.format", "", Implemented),
     field("logging.flushFrequency", "", NotYet),
     field("logging.verbosity", "--v", Implemented),

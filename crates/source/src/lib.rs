@@ -6,4 +6,5 @@
 //! source uses, so a bad object is reported where it came from and never
 //! reaches the state.
 
+pub mod kube;
 pub mod manifests;

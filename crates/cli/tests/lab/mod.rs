@@ -176,6 +176,29 @@ impl Lab {
         self.eventually("kproxy's tables", || self.ruleset().contains("table ip kproxy"));
     }
 
+    /// Starts `kproxy run` in node-a reading the API server of `kubeconfig`
+    /// (a fake one listening inside node-a) instead of the manifests.
+    pub fn start_kube(&mut self, kubeconfig: &str, extra: &[&str]) {
+        assert!(self.kproxy.is_none(), "kproxy is already running");
+        let path = self.dir.path().join("kubeconfig");
+        std::fs::write(&path, kubeconfig).expect("writing the kubeconfig");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
+        command
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&path)
+            .args(Self::flags())
+            .args(extra)
+            .env("RUST_LOG", "warn,kproxy=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let spawned = self.node().spawn(command).unwrap_or_else(|e| panic!("spawning kproxy: {}", chain(&e)));
+        self.kproxy = Some(spawned);
+        self.eventually("kproxy's tables", || self.ruleset().contains("table ip kproxy"));
+    }
+
     /// Stops kproxy (SIGTERM) and waits for it; its rules stay.
     pub fn stop(&mut self) {
         let kproxy = self.kproxy.take().expect("kproxy is running");

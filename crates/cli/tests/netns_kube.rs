@@ -1,0 +1,63 @@
+//! The Kubernetes API source to the kernel: kproxy in node-a reads the fake
+//! API server (listening inside node-a) and programs nftables; real
+//! connections follow the Services and EndpointSlices the server holds.
+
+mod lab;
+
+use kproxy_model::Protocol;
+use kproxy_testkit::apiserver::FakeApiServer;
+use lab::*;
+use serde_json::{Value, json};
+
+fn endpoint(ip: std::net::Ipv4Addr, node: &str) -> Value {
+    json!({"addresses": [ip.to_string()], "conditions": {"ready": true, "serving": true, "terminating": false}, "nodeName": node})
+}
+
+fn slice(endpoints: Vec<Value>) -> Value {
+    json!({
+        "kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+        "metadata": {"name": "web-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "protocol": "TCP", "port": PORT}]
+    })
+}
+
+#[test]
+fn services_and_slices_from_the_api_server_reach_the_kernel_and_follow_its_changes() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    // Bound inside node-a, where kproxy runs: the socket keeps that namespace.
+    let server = lab.node().enter(|| runtime.block_on(FakeApiServer::start()));
+    server.apply(json!({
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {"name": "node-a", "labels": {"topology.kubernetes.io/zone": "zone-a"}},
+        "status": {"addresses": [{"type": "InternalIP", "address": "192.168.77.1"}]}
+    }));
+    server.apply(json!({
+        "kind": "Service", "apiVersion": "v1",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
+                 "ports": [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": PORT}]}
+    }));
+    let (a1, b1) = (lab.pod("web-a1").ipv4, lab.pod("web-b1").ipv4);
+    server.apply(slice(vec![endpoint(a1, "node-a"), endpoint(b1, "node-b")]));
+    lab.start_kube(&server.kubeconfig(), &[]);
+
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web to answer", || {
+        matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 30);
+    assert_eq!(backends(&spread), ["web-a1", "web-b1"], "{spread:?}");
+
+    // The slice loses web-a1: new connections go to web-b1 only.
+    server.apply(slice(vec![endpoint(b1, "node-b")]));
+    lab.eventually("web-a1 to leave the map", || !lab.ruleset().contains(&a1.to_string()));
+    let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 20);
+    assert_eq!(backends(&spread), ["web-b1"], "{spread:?}");
+
+    // The Service goes: its address leaves the kernel.
+    server.delete("Service", "default", "web");
+    lab.eventually("the cluster IP to leave the kernel", || !lab.ruleset().contains("10.96.0.10"));
+}

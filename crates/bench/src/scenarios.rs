@@ -217,13 +217,17 @@ fn idle(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyhow
     let (dir, _) = manifests(workdir, &Spec::new(n, plan.endpoints))?;
     let job = Job::Kproxy { binary: kproxy.to_owned(), manifests: dir, idle: true, timeout_s: 1200.0 };
     let runs = harness.repeat(&format!("{} ({n} services)", job.label()), 1, || process_stats(harness, &job))?;
-    Ok(IdleResult {
-        services: n,
-        idle_mib: each(&runs, |r| r.idle_kib.map(|k| k as f64 / MIB)),
-        peak_mib: each(&runs, |r| Some(r.peak_kib as f64 / MIB)),
-        first_sync: each(&runs, |r| Some(r.wall_s)),
-        idle_cpu: each(&runs, |r| r.idle_cpu),
-    })
+    Ok(idle_result(n, &runs))
+}
+
+fn idle_result(services: usize, runs: &[ProcessStats]) -> IdleResult {
+    IdleResult {
+        services,
+        idle_mib: each(runs, |r| r.idle_kib.map(|k| k as f64 / MIB)),
+        peak_mib: each(runs, |r| Some(r.peak_kib as f64 / MIB)),
+        first_sync: each(runs, |r| Some(r.wall_s)),
+        idle_cpu: each(runs, |r| r.idle_cpu),
+    }
 }
 
 /// The Kubernetes source's memory, at the idle measurement's size.
@@ -237,13 +241,7 @@ fn kube(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyhow
         timeout_s: 600.0,
     };
     let runs = harness.repeat(&job.label(), 1, || process_stats(harness, &job))?;
-    Ok(IdleResult {
-        services: n,
-        idle_mib: each(&runs, |r| r.idle_kib.map(|k| k as f64 / MIB)),
-        peak_mib: each(&runs, |r| Some(r.peak_kib as f64 / MIB)),
-        first_sync: each(&runs, |r| Some(r.wall_s)),
-        idle_cpu: each(&runs, |r| r.idle_cpu),
-    })
+    Ok(idle_result(n, &runs))
 }
 
 fn latency(harness: &Harness, plan: &Plan) -> anyhow::Result<LatencyResult> {

@@ -57,6 +57,19 @@ fn services_and_slices_from_the_api_server_reach_the_kernel_and_follow_its_chang
     let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 20);
     assert_eq!(backends(&spread), ["web-b1"], "{spread:?}");
 
+    // The API server goes away: the kernel keeps serving what was
+    // programmed. A change made meanwhile arrives once it is back.
+    runtime.block_on(server.stop());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 10);
+    assert_eq!(backends(&spread), ["web-b1"], "rules kept while the API server is away: {spread:?}");
+    server.apply(slice(vec![endpoint(a1, "node-a"), endpoint(b1, "node-b")]));
+    // Listening again inside node-a, on the same port.
+    lab.node().enter(|| runtime.block_on(server.restart()));
+    lab.eventually("web-a1 back in the map", || lab.ruleset().contains(&a1.to_string()));
+    let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 30);
+    assert_eq!(backends(&spread), ["web-a1", "web-b1"], "{spread:?}");
+
     // The Service goes: its address leaves the kernel.
     server.delete("Service", "default", "web");
     lab.eventually("the cluster IP to leave the kernel", || !lab.ruleset().contains("10.96.0.10"));

@@ -158,36 +158,25 @@ impl Lab {
 
     /// Starts `kproxy run` in node-a.
     pub fn start(&mut self, extra: &[&str]) {
-        assert!(self.kproxy.is_none(), "kproxy is already running");
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
-        command
-            .arg("run")
-            .arg("--manifests")
-            .arg(self.manifests())
-            .args(Self::flags())
-            .args(extra)
-            .env("RUST_LOG", "warn,kproxy=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        let spawned = self.node().spawn(command).unwrap_or_else(|e| panic!("spawning kproxy: {}", chain(&e)));
-        self.kproxy = Some(spawned);
-        self.eventually("kproxy's tables", || self.ruleset().contains("table ip kproxy"));
+        let source = ["--manifests".into(), self.manifests().display().to_string()];
+        self.spawn(&source, extra);
     }
 
     /// Starts `kproxy run` in node-a reading the API server of `kubeconfig`
     /// (a fake one listening inside node-a) instead of the manifests.
     pub fn start_kube(&mut self, kubeconfig: &str, extra: &[&str]) {
-        assert!(self.kproxy.is_none(), "kproxy is already running");
         let path = self.dir.path().join("kubeconfig");
         std::fs::write(&path, kubeconfig).expect("writing the kubeconfig");
+        self.spawn(&["--kubeconfig".into(), path.display().to_string()], extra);
+    }
+
+    fn spawn(&mut self, source: &[String], extra: &[&str]) {
+        assert!(self.kproxy.is_none(), "kproxy is already running");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
         command
             .arg("run")
-            .arg("--kubeconfig")
-            .arg(&path)
+            .args(source)
             .args(Self::flags())
             .args(extra)
             .env("RUST_LOG", "warn,kproxy=debug")

@@ -9,6 +9,7 @@
 
 pub mod health;
 pub mod health_check;
+pub mod listing;
 pub mod metrics;
 pub mod router;
 

@@ -13,6 +13,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::health::{Clock, Health};
+use crate::listing::Listing;
 use crate::metrics::{CodeLabel, Metrics};
 
 /// What the handlers read.
@@ -24,6 +25,9 @@ pub struct AdminState {
     /// The name of the running dataplane, for `/proxyMode`.
     pub mode: String,
     pub clock: Arc<dyn Clock>,
+    /// The mode's own `/list` (with connection counts); `None` lists the
+    /// state, with `random` for services that choose no scheduler.
+    pub listing: Option<Arc<dyn Listing>>,
 }
 
 /// `/healthz` and `/livez`, for load balancers and the kubelet.
@@ -37,6 +41,7 @@ pub fn metrics_router(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/state", get(proxy_state))
+        .route("/list", get(list))
         .route("/proxyMode", get(proxy_mode))
         .route("/healthz", get(healthz))
         .route("/livez", get(livez))
@@ -108,6 +113,15 @@ fn timestamp(time: SystemTime) -> String {
 
 async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
     ([(header::CONTENT_TYPE, Metrics::CONTENT_TYPE)], admin.metrics.encode()).into_response()
+}
+
+async fn list(State(admin): State<Arc<AdminState>>) -> Response {
+    let servers = match &admin.listing {
+        Some(listing) => listing.list(),
+        None => crate::listing::from_state(&admin.state.borrow(), kproxy_model::Scheduler::Random),
+    };
+    let json = serde_json::to_string(&servers).expect("plain structs serialise");
+    ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 async fn proxy_state(State(admin): State<Arc<AdminState>>) -> Response {

@@ -45,6 +45,7 @@ fn fixture() -> Fixture {
         state,
         mode: "dry-run".into(),
         clock: clock.clone(),
+        listing: None,
     });
     Fixture { admin, clock, state_tx }
 }

@@ -29,6 +29,18 @@ pub enum Command {
     /// service, show what happened, and remove the sandbox (needs root; the
     /// host's own networking is not touched).
     Demo(DemoArgs),
+    /// What a running kproxy serves, as `ipvsadm -Ln` shows it: each
+    /// frontend with its scheduler, then its endpoints with weight and
+    /// connection counts (counted by the userspace mode; `-` where the
+    /// kernel modes cannot tell). Reads `/list` of its metrics address.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The running kproxy's metrics address (`metricsBindAddress`).
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:10249")]
+    pub address: std::net::SocketAddr,
 }
 
 /// Where objects come from and how kproxy is configured; shared by `run`

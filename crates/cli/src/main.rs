@@ -9,6 +9,7 @@ mod cleanup_cmd;
 mod coexist;
 mod demo;
 mod host;
+mod list_cmd;
 mod mode;
 mod render_cmd;
 mod run;
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => trace_cmd::trace(args),
         Command::Cleanup(args) => cleanup_cmd::cleanup(args),
         Command::Demo(args) => demo::demo(args),
+        Command::List(args) => list_cmd::list(args),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 use kproxy_config::{Config, DetectLocalMode, ProxyMode};
 use kproxy_dataplane::{Dataplane, DryRun, Nftables};
 use kproxy_nftables::{LocalDetector, PlanConfig};
+use kproxy_userspace::{Settings, Userspace};
 use tracing::warn;
 
 use crate::UsageError;
@@ -16,8 +17,9 @@ pub fn is_root() -> bool {
 }
 
 /// The mode to run: the configured one, or the best this host allows
-/// (nftables as root, else the dry run: the userspace mode does not exist
-/// yet).
+/// (nftables as root, else the dry run; the userspace mode, which needs no
+/// root, only when asked for: it proxies every connection through this
+/// process).
 pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode>> {
     if dry_run {
         return Ok(None);
@@ -32,15 +34,16 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
             }
             Ok(Some(ProxyMode::Nftables))
         }
+        Some(ProxyMode::Userspace) => Ok(Some(ProxyMode::Userspace)),
         Some(mode) => Err(UsageError(format!(
-            "--proxy-mode {mode}: not available in this build yet (available: nftables; \
+            "--proxy-mode {mode}: not available in this build yet (available: nftables, userspace; \
              --dry-run computes and serves the state without programming the node)"
         ))
         .into()),
         None if is_root() => Ok(Some(ProxyMode::Nftables)),
         None => {
             warn!(
-                "not running as root: nothing can be programmed; running as --dry-run (the userspace mode is not built yet)"
+                "not running as root: nothing can be programmed; running as --dry-run (--proxy-mode userspace proxies through this process instead)"
             );
             Ok(None)
         }
@@ -64,6 +67,14 @@ pub fn nftables_config(config: &Config) -> PlanConfig {
     }
 }
 
+/// The userspace mode's settings: `clusterCIDR` decides which sources are
+/// in the cluster; `ipvs.scheduler` (when set) is the default scheduler.
+pub fn userspace_settings(config: &Config) -> Settings {
+    let defaults = Settings::default();
+    let scheduler = config.ipvs.scheduler.parse().unwrap_or(defaults.scheduler);
+    Settings { cluster_cidrs: config.cluster_cidrs.clone(), scheduler, ..defaults }
+}
+
 /// `nf_conntrack_tcp_be_liberal` of this network namespace.
 fn tcp_be_liberal() -> bool {
     std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal").is_ok_and(|v| v.trim() == "1")
@@ -73,6 +84,7 @@ fn tcp_be_liberal() -> bool {
 pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> Box<dyn Dataplane> {
     match mode {
         Some(ProxyMode::Nftables) => Box::new(Nftables::new(nftables_config(config))),
+        Some(ProxyMode::Userspace) => Box::new(Userspace::new(userspace_settings(config))),
         _ => Box::new(DryRun),
     }
 }

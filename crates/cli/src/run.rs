@@ -120,6 +120,7 @@ async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, on
         state: state_rx,
         mode: dataplane.mode().to_owned(),
         clock: Arc::new(SystemClock),
+        listing: dataplane.listing(),
     });
     if !once {
         if let Some(addr) = config.healthz_bind_address {
@@ -193,6 +194,7 @@ impl HealthSink for SourceHealth {
 fn dataplane_mode(dataplane: &dyn Dataplane) -> Option<kproxy_config::ProxyMode> {
     match dataplane.mode() {
         "nftables" => Some(kproxy_config::ProxyMode::Nftables),
+        "userspace" => Some(kproxy_config::ProxyMode::Userspace),
         _ => None,
     }
 }

@@ -120,7 +120,7 @@ fn a_mode_this_build_lacks_is_refused_with_the_alternative() {
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(
         stderr(&out),
-        "kproxy: --proxy-mode ipvs: not available in this build yet (available: nftables; --dry-run computes and \
+        "kproxy: --proxy-mode ipvs: not available in this build yet (available: nftables, userspace; --dry-run computes and \
          serves the state without programming the node)\n"
     );
 }

@@ -50,4 +50,10 @@ pub trait Dataplane: Send {
     fn mode(&self) -> &'static str;
 
     fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a>;
+
+    /// The mode's own view for `/list`, when it knows more than the state
+    /// (connection counts); `None` lists the state.
+    fn listing(&self) -> Option<std::sync::Arc<dyn kproxy_admin::listing::Listing>> {
+        None
+    }
 }

@@ -1,0 +1,313 @@
+//! The userspace proxy on real loopback sockets: schedulers, retries,
+//! affinity, draining, UDP flows, a taken port, and clients that misbehave.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kproxy_dataplane::{Dataplane, SyncKind, SyncRequest};
+use kproxy_model::{
+    Changes, Endpoint, Frontend, FrontendKind, IpFamily, Protocol, ProxyState, Scheduler, ServiceName, ServicePort,
+    ServicePortName, SessionAffinity, TrafficPolicy,
+};
+use kproxy_userspace::{Settings, Userspace};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+/// A TCP backend answering every connection with its name, then echoing.
+async fn backend(name: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let _ = s.write_all(format!("{name}\n").as_bytes()).await;
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A UDP backend answering each datagram with its name.
+async fn udp_backend(name: &'static str) -> SocketAddr {
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        while let Ok((_, from)) = socket.recv_from(&mut buf).await {
+            let _ = socket.send_to(name.as_bytes(), from).await;
+        }
+    });
+    addr
+}
+
+/// A port nothing listens on (connects are refused).
+fn closed_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// A free loopback address for a frontend (distinct 127.x addresses keep
+/// tests apart).
+fn frontend_addr(host: u8) -> SocketAddr {
+    let ip: IpAddr = format!("127.0.{host}.1").parse().unwrap();
+    let probe = std::net::TcpListener::bind((ip, 0)).unwrap();
+    probe.local_addr().unwrap()
+}
+
+fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint { ip: addr.ip(), port: addr.port(), ready: true, serving: true, terminating: false, local: true }
+}
+
+fn port(
+    protocol: Protocol,
+    frontends: &[SocketAddr],
+    endpoints: &[SocketAddr],
+    scheduler: Option<Scheduler>,
+) -> ServicePort {
+    let name = ServicePortName::new(ServiceName::new("default", "web"), "http", protocol);
+    ServicePort {
+        name,
+        family: IpFamily::V4,
+        port: frontends[0].port(),
+        node_port: None,
+        frontends: frontends.iter().map(|f| Frontend::new(FrontendKind::ClusterIp, f.ip(), f.port())).collect(),
+        load_balancer_source_ranges: None,
+        internal_traffic_policy: TrafficPolicy::Cluster,
+        external_traffic_policy: TrafficPolicy::Cluster,
+        session_affinity: None,
+        scheduler,
+        health_check_node_port: None,
+        cluster_endpoints: endpoints.iter().copied().map(endpoint).collect(),
+        local_endpoints: endpoints.iter().copied().map(endpoint).collect(),
+    }
+}
+
+fn state(ports: Vec<ServicePort>) -> ProxyState {
+    let mut state = ProxyState::default();
+    for p in ports {
+        state.ipv4.service_ports.insert(p.name.clone(), Arc::new(p));
+    }
+    state
+}
+
+async fn sync(proxy: &mut Userspace, state: &ProxyState) -> Vec<String> {
+    let changes = Changes::default();
+    let report =
+        proxy.sync(SyncRequest { state, changes: &changes, kind: SyncKind::Full }).await.expect("a userspace sync");
+    report.skipped
+}
+
+fn settings() -> Settings {
+    Settings { connect_timeout: Duration::from_millis(500), ..Settings::default() }
+}
+
+/// Connects and reads the backend's name line.
+async fn who(frontend: SocketAddr) -> Option<String> {
+    let mut s = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(frontend)).await.ok()?.ok()?;
+    name_of(&mut s).await
+}
+
+async fn name_of(s: &mut TcpStream) -> Option<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut byte)).await.ok()?.is_ok() {
+        if byte[0] == b'\n' {
+            return String::from_utf8(line).ok();
+        }
+        line.push(byte[0]);
+    }
+    None
+}
+
+#[tokio::test]
+async fn rr_alternates_and_a_refused_endpoint_is_retried_elsewhere() {
+    let (a, b) = (backend("a").await, backend("b").await);
+    let front = frontend_addr(1);
+    let mut proxy = Userspace::new(settings());
+    assert!(
+        sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Rr))])).await.is_empty()
+    );
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(who(front).await.expect("an answer"));
+    }
+    assert_eq!(seen, ["a", "b", "a", "b"]);
+
+    // One endpoint refuses: every connection still gets through.
+    let dead = closed_port();
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[dead, b], Some(Scheduler::Rr))])).await;
+    for _ in 0..6 {
+        assert_eq!(who(front).await.as_deref(), Some("b"));
+    }
+}
+
+#[tokio::test]
+async fn lc_sends_new_connections_to_the_less_busy_endpoint() {
+    let (a, b) = (backend("a").await, backend("b").await);
+    let front = frontend_addr(2);
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Lc))])).await;
+    let mut held = TcpStream::connect(front).await.unwrap();
+    let first = name_of(&mut held).await.unwrap();
+    for _ in 0..3 {
+        let other = who(front).await.unwrap();
+        assert_ne!(other, first, "the endpoint holding a connection is busier");
+    }
+}
+
+#[tokio::test]
+async fn sh_keeps_a_client_on_one_endpoint() {
+    let (a, b, c) = (backend("a").await, backend("b").await, backend("c").await);
+    let front = frontend_addr(3);
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[a, b, c], Some(Scheduler::Sh))])).await;
+    let first = who(front).await.unwrap();
+    for _ in 0..10 {
+        assert_eq!(who(front).await.unwrap(), first);
+    }
+}
+
+#[tokio::test]
+async fn affinity_pins_a_client_until_its_timeout() {
+    let (a, b) = (backend("a").await, backend("b").await);
+    let front = frontend_addr(4);
+    let mut p = port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Rr));
+    p.session_affinity = Some(SessionAffinity { timeout_seconds: 1 });
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![p])).await;
+    let first = who(front).await.unwrap();
+    for _ in 0..5 {
+        assert_eq!(who(front).await.unwrap(), first, "pinned");
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Expired: rr moves on to the other endpoint.
+    assert_ne!(who(front).await.unwrap(), first);
+}
+
+#[tokio::test]
+async fn a_removed_endpoint_drains_its_open_connection_and_gets_no_new_ones() {
+    let (a, b) = (backend("a").await, backend("b").await);
+    let front = frontend_addr(5);
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Rr))])).await;
+    let mut open = TcpStream::connect(front).await.unwrap();
+    let pinned = name_of(&mut open).await.unwrap();
+    let stays = if pinned == "a" { b } else { a };
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[stays], Some(Scheduler::Rr))])).await;
+
+    open.write_all(b"still here\n").await.unwrap();
+    assert_eq!(name_of(&mut open).await.as_deref(), Some("still here"), "the open connection carries on");
+    for _ in 0..4 {
+        assert_ne!(who(front).await.unwrap(), pinned, "no new connection to the removed endpoint");
+    }
+}
+
+#[tokio::test]
+async fn udp_flows_stay_on_their_endpoint_and_spread_across_clients() {
+    let (a, b) = (udp_backend("a").await, udp_backend("b").await);
+    let front = {
+        let probe = std::net::UdpSocket::bind("127.0.6.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![port(Protocol::Udp, &[front], &[a, b], Some(Scheduler::Rr))])).await;
+    let mut firsts = Vec::new();
+    for _ in 0..2 {
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            client.send_to(b"hi", front).await.unwrap();
+            let mut buf = [0u8; 16];
+            let (n, from) =
+                tokio::time::timeout(Duration::from_secs(2), client.recv_from(&mut buf)).await.unwrap().unwrap();
+            assert_eq!(from, front, "replies come from the frontend address");
+            answers.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        assert!(answers.iter().all(|x| *x == answers[0]), "one flow, one endpoint: {answers:?}");
+        firsts.push(answers[0].clone());
+    }
+    assert_ne!(firsts[0], firsts[1], "two clients, two flows, rr");
+}
+
+#[tokio::test]
+async fn a_taken_port_is_reported_for_its_frontend_and_the_others_work() {
+    let a = backend("a").await;
+    let taken = std::net::TcpListener::bind("127.0.7.1:0").unwrap();
+    let busy = taken.local_addr().unwrap();
+    let free = frontend_addr(7);
+    let mut proxy = Userspace::new(settings());
+    let skipped = sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[busy, free], &[a], None)])).await;
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].starts_with(&format!("frontend {busy}/TCP: cannot listen: ")), "{skipped:?}");
+    assert_eq!(who(free).await.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn idle_and_slow_clients_do_not_stop_others_being_served() {
+    let a = backend("a").await;
+    let front = frontend_addr(8);
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[a], None)])).await;
+    // 200 connections that never send, and one dribbling a byte at a time.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(TcpStream::connect(front).await.unwrap());
+    }
+    let mut slow = TcpStream::connect(front).await.unwrap();
+    let dribble = tokio::spawn(async move {
+        for _ in 0..20 {
+            if slow.write_all(b"x").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let started = std::time::Instant::now();
+    for _ in 0..10 {
+        assert_eq!(who(front).await.as_deref(), Some("a"));
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "served in {:?}", started.elapsed());
+    dribble.abort();
+}
+
+#[tokio::test]
+async fn no_endpoint_resets_the_connection() {
+    let front = frontend_addr(9);
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[], None)])).await;
+    let mut s = TcpStream::connect(front).await.unwrap();
+    let mut buf = [0u8; 8];
+    let read = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await.unwrap();
+    assert!(matches!(read, Ok(0) | Err(_)), "closed without data: {read:?}");
+}
+
+#[tokio::test]
+async fn the_listing_counts_open_connections_per_endpoint() {
+    let (a, b) = (backend("a").await, backend("b").await);
+    let front = frontend_addr(10);
+    let mut p = port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Rr));
+    p.session_affinity = Some(SessionAffinity { timeout_seconds: 60 });
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![p])).await;
+    let mut held = TcpStream::connect(front).await.unwrap();
+    let name = name_of(&mut held).await.unwrap();
+    let listing = proxy.listing().expect("the userspace mode lists itself").list();
+    assert_eq!(listing.len(), 1, "{listing:?}");
+    let vs = &listing[0];
+    assert_eq!((vs.protocol.as_str(), vs.frontend.clone(), vs.scheduler.as_str()), ("TCP", front.to_string(), "rr"));
+    assert_eq!(vs.persistent, Some(60));
+    let busy = if name == "a" { a } else { b };
+    for rs in &vs.endpoints {
+        let expected = if rs.address == busy.to_string() { 1 } else { 0 };
+        assert_eq!(rs.active, Some(expected), "{listing:?}");
+    }
+    let table = kproxy_admin::listing::render(&listing);
+    assert!(table.contains(&format!("TCP  {front} rr persistent 60")), "{table}");
+}

@@ -53,7 +53,7 @@ pub fn from_state(state: &ProxyState, default: Scheduler) -> Vec<VirtualServer> 
                 .map(|e| RealServer {
                     address: e.addr().to_string(),
                     forward: "Masq".into(),
-                    weight: 1,
+                    weight: port.weight_of(e.ip),
                     active: None,
                     inactive: None,
                 })

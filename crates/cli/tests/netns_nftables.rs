@@ -506,3 +506,34 @@ fn a_pinned_client_is_forgotten_after_the_affinity_timeout() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!lab.ruleset().contains(&pinned), "still pinned after the timeout:\n{}", lab.ruleset());
 }
+
+#[test]
+fn weighted_round_robin_splits_connections_by_the_weights() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    let a1 = lab.pod("web-a1").ipv4;
+    lab.write(
+        "web.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: web, annotations: {{kproxy.io/scheduler: wrr, \
+             kproxy.io/weights: \"{a1}=3\"}}}}\nspec:\n{WEB}"
+        ),
+    );
+    lab.start(&[]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web to answer", || {
+        matches!(lab.request(&client.ns, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    let spread = lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 40);
+    let count = |name: &str| {
+        spread
+            .iter()
+            .filter(|(o, _)| matches!(o, Outcome::Answered { backend, .. } if backend == name))
+            .map(|(_, n)| *n)
+            .sum::<usize>()
+    };
+    // One connection went by before the spread: wrr is exact over every
+    // cycle of four, so 40 more split 30:10 give or take that one.
+    let (a, b) = (count("web-a1"), count("web-b1"));
+    assert_eq!(a + b, 40, "{spread:?}");
+    assert!((28..=32).contains(&a), "3:1 expected, got {a}:{b}");
+}

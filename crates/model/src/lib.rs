@@ -8,6 +8,7 @@
 mod changes;
 mod endpoint;
 mod frontend;
+mod health_check;
 mod name;
 mod protocol;
 mod scheduler;
@@ -17,6 +18,7 @@ mod state;
 pub use changes::{Changes, StaleUdpEndpoint};
 pub use endpoint::Endpoint;
 pub use frontend::{Frontend, FrontendKind};
+pub use health_check::{HealthCheck, Probe};
 pub use ipnet::IpNet;
 pub use name::{ServiceName, ServicePortName};
 pub use protocol::{IpFamily, Protocol};

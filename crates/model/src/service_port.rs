@@ -1,11 +1,12 @@
 //! Everything a dataplane needs to program one service port of one family.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::{Endpoint, Frontend, FrontendKind, IpFamily, Scheduler, ServicePortName};
+use crate::{Endpoint, Frontend, FrontendKind, HealthCheck, IpFamily, Scheduler, ServicePortName};
 
 /// `internalTrafficPolicy` / `externalTrafficPolicy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -48,6 +49,13 @@ pub struct ServicePort {
     /// From the `kproxy.io/scheduler` annotation; `None` is the mode's
     /// default.
     pub scheduler: Option<Scheduler>,
+    /// From `kproxy.io/weights`: endpoint address -> weight; unlisted
+    /// endpoints weigh 1, and weight 0 takes an endpoint out of new picks.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub weights: BTreeMap<IpAddr, u32>,
+    /// From `kproxy.io/health-check*`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
     /// Only for LoadBalancer services with `externalTrafficPolicy: Local`.
     pub health_check_node_port: Option<u16>,
     /// Endpoints usable from anywhere in the cluster (SEMANTICS.md,
@@ -58,6 +66,11 @@ pub struct ServicePort {
 }
 
 impl ServicePort {
+    /// An endpoint's weight (`kproxy.io/weights`, default 1).
+    pub fn weight_of(&self, ip: IpAddr) -> u32 {
+        self.weights.get(&ip).copied().unwrap_or(1)
+    }
+
     /// Endpoints for traffic to the cluster IP (and for in-cluster traffic to
     /// external frontends, SEMANTICS.md step 4).
     pub fn internal_endpoints(&self) -> &[Endpoint] {

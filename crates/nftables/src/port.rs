@@ -259,17 +259,24 @@ impl Builder<'_> {
     /// elements it needs; `None` when the scheduler is not supported here.
     fn selector(&self, f: &Frontend, list: List, usage: Usage, out: &mut PortObjects) -> Option<String> {
         let port = self.port;
-        let endpoints = self.endpoints(list);
+        let endpoints = match weighted(port, self.endpoints(list)) {
+            Ok(slots) => slots,
+            Err(reason) => {
+                out.skips.push(format!("{}: {reason}; not served", port.name));
+                return None;
+            }
+        };
         let n = u32::try_from(endpoints.len()).expect("a port has far fewer than 2^32 endpoints");
         let scheduler = port.scheduler.unwrap_or(Scheduler::Random);
         let (inc, hash) = match scheduler {
             Scheduler::Random => (false, None),
-            Scheduler::Rr => (true, None),
+            // Round robin over the weighted slots is IPVS's wrr.
+            Scheduler::Rr | Scheduler::Wrr => (true, None),
             Scheduler::Sh => (false, Some(Field::Saddr)),
             Scheduler::Dh => (false, Some(Field::Daddr)),
             other => {
                 out.skips.push(format!(
-                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr, sh, dh); not served",
+                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr, wrr, sh, dh); not served",
                     port.name
                 ));
                 return None;
@@ -293,6 +300,12 @@ impl Builder<'_> {
                 let eid = stable_id(&[&e.addr().to_string()]);
                 let sticky = format!("sticky-{id}-{eid}");
                 let target = format!("{chain}-{eid}");
+                // A weighted endpoint has several slots: one set, rule and
+                // chain, picked as often as its weight says.
+                if targets.contains(&target) {
+                    targets.push(target);
+                    continue;
+                }
                 out.sets.insert(
                     sticky.clone(),
                     SetDef {
@@ -340,4 +353,30 @@ impl Builder<'_> {
         out.shared_objects.insert(shared);
         Some(shared.chain().name)
     }
+}
+
+/// Most slots a weighted endpoint list may take (map elements per frontend).
+pub const MAX_WEIGHTED_SLOTS: usize = 4096;
+
+/// The endpoints as pick slots. With `kproxy.io/weights`, each endpoint
+/// takes slots in proportion to its weight, in IPVS wrr order
+/// (`kproxy_sched::wrr_table`): `numgen inc` over them is wrr, `numgen
+/// random` and `jhash` weighted; weight 0 takes none. Without weights, one
+/// slot each.
+fn weighted<'e>(port: &ServicePort, endpoints: &'e [Endpoint]) -> Result<Vec<&'e Endpoint>, String> {
+    let weights: Vec<u32> = endpoints.iter().map(|e| port.weight_of(e.ip)).collect();
+    if weights.iter().all(|w| *w == 1) {
+        return Ok(endpoints.iter().collect());
+    }
+    let table = kproxy_sched::wrr_table(&weights);
+    if table.is_empty() && !endpoints.is_empty() {
+        return Err("every endpoint has weight 0 (kproxy.io/weights)".into());
+    }
+    if table.len() > MAX_WEIGHTED_SLOTS {
+        return Err(format!(
+            "weights {weights:?} need {} pick slots in nftables mode (at most {MAX_WEIGHTED_SLOTS}); use smaller weights",
+            table.len()
+        ));
+    }
+    Ok(table.into_iter().map(|i| &endpoints[i]).collect())
 }

@@ -306,7 +306,7 @@ fn a_scheduler_nftables_cannot_do_rejects_and_is_reported() {
     assert_eq!(
         planned.skips,
         [
-            "default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr, sh, dh); not served"
+            "default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr, wrr, sh, dh); not served"
         ]
     );
 }
@@ -323,4 +323,37 @@ fn two_services_claiming_one_frontend_leave_it_to_the_first_and_report_the_secon
         planned.skips,
         ["default/thief:http/TCP: frontend 10.96.0.10:80 is already served by default/web:http/TCP; not served"]
     );
+}
+
+#[test]
+fn weights_give_endpoints_slots_in_proportion_and_weight_zero_none() {
+    for (scheduler, affinity) in [(None, false), (Some("wrr"), false), (Some("rr"), true)] {
+        let mut s = scenario();
+        let mut svc = annotated("w", "10.96.0.81", scheduler, affinity);
+        svc.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("kproxy.io/weights".into(), "10.244.2.70=0".into());
+        s.service(svc);
+        two_endpoints(&mut s, "w");
+        s.sync();
+        let fates = fates(&s, POD, "10.96.0.81:80");
+        assert!(!fates.is_empty(), "{scheduler:?}");
+        assert!(fates.iter().all(|f| *f == dnat("10.244.2.71:8080", false)), "{scheduler:?}: {fates:?}");
+        assert!(full(s.state(), None).skips.is_empty());
+    }
+    // 3:1 takes four slots, three of them the first endpoint's.
+    let mut s = scenario();
+    let mut svc = annotated("w", "10.96.0.81", Some("wrr"), false);
+    svc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kproxy.io/weights".into(), "10.244.2.70=3".into());
+    s.service(svc);
+    two_endpoints(&mut s, "w");
+    s.sync();
+    assert_eq!(fates(&s, POD, "10.96.0.81:80"), [dnat("10.244.2.70:8080", false), dnat("10.244.2.71:8080", false)]);
+    let text = kproxy_nftables::render::plan(&full(s.state(), None).plan);
+    let slots = |ip: &str| text.lines().filter(|l| l.contains("10.96.0.81") && l.contains(ip)).count();
+    assert_eq!((slots("10.244.2.70"), slots("10.244.2.71")), (3, 1), "{text}");
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use kproxy_model::{IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
+use kproxy_model::{HealthCheck, IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
 use serde::Serialize;
 
 /// Why a valid Service gets no rules from kproxy (SEMANTICS.md, "Inputs").
@@ -77,6 +77,10 @@ pub struct ServiceInfo {
     pub publish_not_ready_addresses: bool,
     /// The `kproxy.io/scheduler` annotation.
     pub scheduler: Option<Scheduler>,
+    /// The `kproxy.io/weights` annotation.
+    pub weights: BTreeMap<IpAddr, u32>,
+    /// The `kproxy.io/health-check*` annotations (boxed: rarely set).
+    pub health_check: Option<Box<HealthCheck>>,
 }
 
 impl ServiceInfo {
@@ -97,6 +101,8 @@ impl ServiceInfo {
             health_check_node_port: None,
             publish_not_ready_addresses: false,
             scheduler: None,
+            weights: BTreeMap::new(),
+            health_check: None,
         }
     }
 

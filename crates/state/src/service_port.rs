@@ -53,6 +53,8 @@ pub fn service_ports<'a>(
                 external_traffic_policy: service.external_traffic_policy,
                 session_affinity: service.session_affinity,
                 scheduler: service.scheduler,
+                weights: service.weights.clone(),
+                health_check: service.health_check.as_deref().cloned(),
                 health_check_node_port: service.health_check_node_port,
                 cluster_endpoints: sets.cluster,
                 local_endpoints: sets.local,

@@ -425,3 +425,32 @@ fn the_scheduler_annotation_and_the_nodes_pod_cidrs_are_carried() {
     let cidrs: Vec<String> = s.state().node.pod_cidrs.iter().map(|c| c.to_string()).collect();
     assert_eq!(cidrs, ["10.244.1.0/24", "fd00:10:244:1::/64"]);
 }
+
+#[test]
+fn weights_and_health_check_annotations_are_carried() {
+    let mut svc = service("default", "web").cluster_ip("10.96.0.10").port("http", "TCP", 80).build();
+    svc.metadata.annotations = Some(
+        [
+            ("kproxy.io/weights", "10.1.0.1=3, 10.1.0.2=0"),
+            ("kproxy.io/health-check", "http"),
+            ("kproxy.io/health-check-path", "/ready"),
+            ("kproxy.io/health-check-interval", "500ms"),
+            ("kproxy.io/health-check-rise", "1"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into(),
+    );
+    let mut s = Scenario::cluster();
+    s.service(svc).sync();
+    let port = s.port("default", "web", "http");
+    assert_eq!(port.weight_of("10.1.0.1".parse().unwrap()), 3);
+    assert_eq!(port.weight_of("10.1.0.2".parse().unwrap()), 0);
+    assert_eq!(port.weight_of("10.1.0.9".parse().unwrap()), 1, "unlisted endpoints weigh 1");
+    let check = port.health_check.clone().expect("a health check");
+    assert_eq!(check.probe, kproxy_model::Probe::Http { path: "/ready".into() });
+    assert_eq!(check.interval, std::time::Duration::from_millis(500));
+    assert_eq!(
+        (check.timeout, check.rise, check.fall, check.port),
+        (std::time::Duration::from_millis(500), 1, 3, None)
+    );
+}

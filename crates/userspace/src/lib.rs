@@ -12,6 +12,7 @@
 //! others keep working.
 
 mod frontend;
+mod health;
 mod service;
 mod tcp;
 mod udp;
@@ -107,10 +108,10 @@ impl Listing for Published {
                 let endpoints = service
                     .snapshot(set)
                     .into_iter()
-                    .map(|(addr, load)| RealServer {
+                    .map(|(addr, weight, load)| RealServer {
                         address: addr.to_string(),
                         forward: "Masq".into(),
-                        weight: 1,
+                        weight,
                         active: Some(load.active),
                         inactive: Some(load.inactive),
                     })

@@ -3,18 +3,18 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kproxy_model::{Endpoint, FrontendKind, Scheduler, ServicePort, TrafficPolicy};
+use kproxy_model::{Endpoint, FrontendKind, HealthCheck, Scheduler, ServicePort, TrafficPolicy};
 use kproxy_sched::{Load, Member, Request, Rng, Schedule, member_id};
 
 use crate::Settings;
 
 /// Counters of one endpoint, shared by every pool and connection using it,
 /// and kept across syncs while the endpoint stays.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     /// Connections (or UDP flows) open in both directions.
     pub active: AtomicU32,
@@ -24,11 +24,27 @@ pub struct Counters {
     failures: AtomicU32,
     /// Out of the pick set until then (passive ejection).
     ejected_until: Mutex<Option<Instant>>,
+    /// The active health check passes (or there is none).
+    pub healthy: AtomicBool,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self {
+            active: AtomicU32::new(0),
+            inactive: AtomicU32::new(0),
+            failures: AtomicU32::new(0),
+            ejected_until: Mutex::new(None),
+            healthy: AtomicBool::new(true),
+        }
+    }
 }
 
 impl Counters {
+    /// Out of the pick set: ejected after failed connects, or failing its
+    /// health check.
     fn ejected(&self, now: Instant) -> bool {
-        lock(&self.ejected_until).is_some_and(|until| now < until)
+        !self.healthy.load(Ordering::Relaxed) || lock(&self.ejected_until).is_some_and(|until| now < until)
     }
 
     pub fn connected(&self) {
@@ -71,6 +87,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Clone, Debug)]
 pub struct Picked {
     pub addr: SocketAddr,
+    pub weight: u32,
     pub counters: Arc<Counters>,
 }
 
@@ -117,6 +134,18 @@ pub struct Service {
     counters: Mutex<HashMap<SocketAddr, Arc<Counters>>>,
     /// Client address -> (endpoint, last use).
     affinity: Mutex<HashMap<IpAddr, (SocketAddr, Instant)>>,
+    /// The health check in force, and a probing task per endpoint.
+    checks: Mutex<(Option<HealthCheck>, HashMap<SocketAddr, Task>)>,
+}
+
+/// A task aborted when dropped.
+#[derive(Debug)]
+struct Task(tokio::task::JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Service {
@@ -127,6 +156,7 @@ impl Service {
             pools: Mutex::new([None, None]),
             counters: Mutex::new(HashMap::new()),
             affinity: Mutex::new(HashMap::new()),
+            checks: Mutex::new((None, HashMap::new())),
         };
         service.update(port, default)?;
         Ok(service)
@@ -148,19 +178,22 @@ impl Service {
                 .iter()
                 .map(|e| {
                     let addr = e.addr();
-                    let c = counters.get(&addr).cloned().unwrap_or_default();
+                    // One set of counters per endpoint, in both pools.
+                    let c = keep.get(&addr).or_else(|| counters.get(&addr)).cloned().unwrap_or_default();
                     keep.insert(addr, c.clone());
-                    Picked { addr, counters: c }
+                    Picked { addr, weight: port.weight_of(e.ip), counters: c }
                 })
                 .collect()
         };
         let sets = [slots_of(&port.cluster_endpoints), slots_of(&port.local_endpoints)];
         *counters = keep;
+        self.check(&port, &counters);
         drop(counters);
 
         let mut pools = lock(&self.pools);
         for (pool, slots) in pools.iter_mut().zip(sets) {
-            let members: Vec<Member> = slots.iter().map(|s| Member { id: member_id(s.addr), weight: 1 }).collect();
+            let members: Vec<Member> =
+                slots.iter().map(|s| Member { id: member_id(s.addr), weight: s.weight }).collect();
             match pool {
                 Some(p) if p.scheduler.kind() == kind => {
                     p.scheduler.update(&members);
@@ -176,6 +209,27 @@ impl Service {
         drop(pools);
         *lock(&self.port) = port;
         Ok(())
+    }
+
+    /// Keeps one health-check task per endpoint while the service asks for
+    /// checks (restarting them when the check changes), none otherwise.
+    fn check(&self, port: &ServicePort, counters: &HashMap<SocketAddr, Arc<Counters>>) {
+        let mut checks = lock(&self.checks);
+        if checks.0 != port.health_check {
+            checks.1.clear();
+            checks.0 = port.health_check.clone();
+            for c in counters.values() {
+                c.healthy.store(true, Ordering::Relaxed);
+            }
+        }
+        let Some(check) = checks.0.clone() else { return };
+        checks.1.retain(|addr, _| counters.contains_key(addr));
+        for (addr, c) in counters {
+            checks
+                .1
+                .entry(*addr)
+                .or_insert_with(|| Task(tokio::spawn(crate::health::watch(*addr, c.clone(), check.clone()))));
+        }
     }
 
     /// The set traffic from `source` (outside the cluster or not) to a
@@ -207,7 +261,8 @@ impl Service {
             if let Some((addr, last)) = affinity.get(&client.ip()).copied()
                 && now.saturating_duration_since(last) < timeout
                 && !exclude.contains(&addr)
-                && let Some(slot) = pool.slots.iter().find(|s| s.addr == addr && !s.counters.ejected(now))
+                && let Some(slot) =
+                    pool.slots.iter().find(|s| s.addr == addr && s.weight > 0 && !s.counters.ejected(now))
             {
                 affinity.insert(client.ip(), (addr, now));
                 return Some(slot.clone());
@@ -233,10 +288,10 @@ impl Service {
     }
 
     /// Endpoint addresses of a set with their counters, for `kproxy list`.
-    pub fn snapshot(&self, set: Set) -> Vec<(SocketAddr, Load)> {
+    pub fn snapshot(&self, set: Set) -> Vec<(SocketAddr, u32, Load)> {
         let pools = lock(&self.pools);
         let Some(pool) = &pools[set as usize] else { return Vec::new() };
-        pool.slots.iter().map(|s| (s.addr, s.counters.load())).collect()
+        pool.slots.iter().map(|s| (s.addr, s.weight, s.counters.load())).collect()
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use kproxy_dataplane::{Dataplane, SyncKind, SyncRequest};
 use kproxy_model::{
-    Changes, Endpoint, Frontend, FrontendKind, IpFamily, Protocol, ProxyState, Scheduler, ServiceName, ServicePort,
-    ServicePortName, SessionAffinity, TrafficPolicy,
+    Changes, Endpoint, Frontend, FrontendKind, HealthCheck, IpFamily, Probe, Protocol, ProxyState, Scheduler,
+    ServiceName, ServicePort, ServicePortName, SessionAffinity, TrafficPolicy,
 };
 use kproxy_userspace::{Settings, Userspace};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,7 +16,11 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 /// A TCP backend answering every connection with its name, then echoing.
 async fn backend(name: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    backend_on(name, "127.0.0.1").await
+}
+
+async fn backend_on(name: &'static str, ip: &str) -> SocketAddr {
+    let listener = TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
@@ -83,6 +87,8 @@ fn port(
         external_traffic_policy: TrafficPolicy::Cluster,
         session_affinity: None,
         scheduler,
+        weights: Default::default(),
+        health_check: None,
         health_check_node_port: None,
         cluster_endpoints: endpoints.iter().copied().map(endpoint).collect(),
         local_endpoints: endpoints.iter().copied().map(endpoint).collect(),
@@ -310,4 +316,83 @@ async fn the_listing_counts_open_connections_per_endpoint() {
     }
     let table = kproxy_admin::listing::render(&listing);
     assert!(table.contains(&format!("TCP  {front} rr persistent 60")), "{table}");
+}
+
+/// Accepts (and drops) connections on `addr` until aborted: a TCP health
+/// port.
+fn health_port(addr: SocketAddr) -> tokio::task::JoinHandle<()> {
+    let listener = std::net::TcpListener::bind(addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let listener = TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            drop(s);
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_failing_health_check_takes_an_endpoint_out_until_it_passes_again() {
+    let (a, b) = (backend_on("a", "127.0.12.1").await, backend_on("b", "127.0.12.2").await);
+    let check_port = std::net::TcpListener::bind("127.0.12.1:0").unwrap().local_addr().unwrap().port();
+    let a_health = SocketAddr::new(a.ip(), check_port);
+    let mut a_check = health_port(a_health);
+    let _b_check = health_port(SocketAddr::new(b.ip(), check_port));
+    let front = frontend_addr(11);
+    let mut p = port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Rr));
+    p.health_check = Some(HealthCheck {
+        probe: Probe::Tcp,
+        port: Some(check_port),
+        interval: Duration::from_millis(50),
+        timeout: Duration::from_millis(50),
+        rise: 2,
+        fall: 2,
+    });
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![p.clone()])).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        seen.insert(who(front).await.unwrap());
+    }
+    assert_eq!(seen.len(), 2, "both healthy: {seen:?}");
+
+    a_check.abort();
+    let _ = (&mut a_check).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..6 {
+        assert_eq!(who(front).await.as_deref(), Some("b"), "a fails its check");
+    }
+    // A sync that changes nothing keeps the verdict.
+    sync(&mut proxy, &state(vec![p])).await;
+    assert_eq!(who(front).await.as_deref(), Some("b"));
+
+    let _a_back = health_port(a_health);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        seen.insert(who(front).await.unwrap());
+    }
+    assert_eq!(seen.len(), 2, "a passes again: {seen:?}");
+}
+
+#[tokio::test]
+async fn weights_split_round_robin_and_weight_zero_drains() {
+    // Weights are by address: the backends need addresses of their own.
+    let (a, b) = (backend_on("a", "127.0.13.1").await, backend_on("b", "127.0.13.2").await);
+    let front = frontend_addr(12);
+    let mut p = port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Wrr));
+    p.weights = [(a.ip(), 3)].into();
+    let mut proxy = Userspace::new(settings());
+    sync(&mut proxy, &state(vec![p.clone()])).await;
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..8 {
+        *counts.entry(who(front).await.unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(counts, [("a".to_string(), 6), ("b".to_string(), 2)].into());
+
+    p.weights = [(a.ip(), 0)].into();
+    sync(&mut proxy, &state(vec![p])).await;
+    for _ in 0..4 {
+        assert_eq!(who(front).await.as_deref(), Some("b"), "weight 0: no new connections");
+    }
 }

@@ -5,6 +5,7 @@
 //! state. Services and slices kproxy must ignore (SEMANTICS.md, "Inputs")
 //! convert fine but carry nothing to program.
 
+mod annotations;
 mod node;
 mod pod;
 mod service;
@@ -18,6 +19,7 @@ use std::str::FromStr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kproxy_model::{IpNet, Protocol};
 
+pub use annotations::{ANNOTATION_HEALTH_CHECK, ANNOTATION_WEIGHTS, MAX_WEIGHT};
 pub use node::node;
 pub use pod::pod;
 pub use service::service;

@@ -41,6 +41,8 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         return Err(f.invalid("spec.ports", "must list at least one port"));
     }
     let scheduler = scheduler(&f, svc)?;
+    let weights = super::annotations::weights(&f, svc)?;
+    let health_check = super::annotations::health_check(&f, svc)?.map(Box::new);
     let external_ips = spec
         .external_ips
         .iter()
@@ -92,6 +94,8 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         health_check_node_port,
         publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
         scheduler,
+        weights,
+        health_check,
     })
 }
 

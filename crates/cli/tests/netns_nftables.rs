@@ -537,3 +537,26 @@ fn weighted_round_robin_splits_connections_by_the_weights() {
     assert_eq!(a + b, 40, "{spread:?}");
     assert!((28..=32).contains(&a), "3:1 expected, got {a}:{b}");
 }
+
+#[test]
+fn maglev_keeps_a_client_on_its_endpoint_when_another_leaves() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "web-a2"), (1, "client-a1")]);
+    lab.write(
+        "web.yaml",
+        &format!("apiVersion: v1\nkind: Service\nmetadata: {{name: web, annotations: {{kproxy.io/scheduler: mh}}}}\nspec:\n{WEB}"),
+    );
+    lab.start(&[]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web to answer", || {
+        matches!(lab.request(&client.ns, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    let spread = lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 10);
+    let chosen = backends(&spread);
+    assert_eq!(chosen.len(), 1, "one client, one endpoint: {spread:?}");
+    let other = ["web-a1", "web-b1", "web-a2"].into_iter().find(|p| *p != chosen[0]).unwrap();
+    let gone = lab.pod(other).ipv4.to_string();
+    lab.set_app(other, None);
+    lab.eventually("the other endpoint to leave", || !lab.ruleset().contains(&gone));
+    let spread = lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 10);
+    assert_eq!(backends(&spread), chosen, "{spread:?}");
+}

@@ -134,3 +134,25 @@ fn a_large_batch_goes_through_in_one_transaction() {
     let count = listed.matches(" . 8080").count();
     assert_eq!(count, n as usize, "every element is in the kernel");
 }
+
+#[test]
+fn a_rule_with_a_verdict_map_over_64_kib_is_split_and_programs_what_nft_f_does() {
+    // Maglev's 4093-slot lookup: the anonymous map's elements do not fit one
+    // attribute and go out in several messages.
+    let targets: Vec<String> = (0..4093).map(|i| format!("t{}", i % 3)).collect();
+    let mut ops = vec![Op::AddTable];
+    for t in ["t0", "t1", "t2"] {
+        ops.push(Op::AddChain(Chain::regular(t, Vec::new())));
+    }
+    let pick = Rule::always(vec![Stmt::HashGoto { field: kproxy_nftables::ast::Field::Saddr, targets }]);
+    ops.push(Op::AddChain(Chain::regular("pick", Vec::new())));
+    ops.push(Op::AddRule { chain: "pick".into(), rule: pick });
+    let plan = v4(ops);
+    let (ours, theirs) = (netns(), netns());
+    netlink(&ours, &plan, &mut IntervalSets::default()).expect("the kernel takes the split map");
+    nft_f(&theirs, &plan);
+    let ip = |ns: &Netns| ns.exec("nft", &["-j", "list", "table", "ip", "kproxy"]).expect("the table exists");
+    let got = ip(&ours);
+    assert!(got.contains("\"jhash\"") && got.matches("\"goto\"").count() == 4093, "{got}");
+    assert_eq!(got, ip(&theirs));
+}

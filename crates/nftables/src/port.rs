@@ -259,7 +259,11 @@ impl Builder<'_> {
     /// elements it needs; `None` when the scheduler is not supported here.
     fn selector(&self, f: &Frontend, list: List, usage: Usage, out: &mut PortObjects) -> Option<String> {
         let port = self.port;
-        let endpoints = match weighted(port, self.endpoints(list)) {
+        let slots = match port.scheduler {
+            Some(Scheduler::Mh) => maglev(port, self.endpoints(list)),
+            _ => weighted(port, self.endpoints(list)),
+        };
+        let endpoints = match slots {
             Ok(slots) => slots,
             Err(reason) => {
                 out.skips.push(format!("{}: {reason}; not served", port.name));
@@ -272,11 +276,12 @@ impl Builder<'_> {
             Scheduler::Random => (false, None),
             // Round robin over the weighted slots is IPVS's wrr.
             Scheduler::Rr | Scheduler::Wrr => (true, None),
-            Scheduler::Sh => (false, Some(Field::Saddr)),
+            // Maglev: the source address hashed into the lookup table.
+            Scheduler::Sh | Scheduler::Mh => (false, Some(Field::Saddr)),
             Scheduler::Dh => (false, Some(Field::Daddr)),
             other => {
                 out.skips.push(format!(
-                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr, wrr, sh, dh); not served",
+                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr, wrr, sh, dh, mh); not served",
                     port.name
                 ));
                 return None;
@@ -377,6 +382,24 @@ fn weighted<'e>(port: &ServicePort, endpoints: &'e [Endpoint]) -> Result<Vec<&'e
             "weights {weights:?} need {} pick slots in nftables mode (at most {MAX_WEIGHTED_SLOTS}); use smaller weights",
             table.len()
         ));
+    }
+    Ok(table.into_iter().map(|i| &endpoints[i]).collect())
+}
+
+/// Maglev's lookup table (`kproxy_sched::maglev_table`, 4093 slots, the
+/// same on every node) as pick slots, chosen by a hash of the client
+/// address: an endpoint leaving moves only the clients of its own slots.
+fn maglev<'e>(port: &ServicePort, endpoints: &'e [Endpoint]) -> Result<Vec<&'e Endpoint>, String> {
+    if endpoints.is_empty() {
+        return Ok(Vec::new());
+    }
+    let members: Vec<kproxy_sched::Member> = endpoints
+        .iter()
+        .map(|e| kproxy_sched::Member { id: kproxy_sched::member_id(e.addr()), weight: port.weight_of(e.ip) })
+        .collect();
+    let table = kproxy_sched::maglev_table(&members);
+    if table.is_empty() {
+        return Err("every endpoint has weight 0 (kproxy.io/weights)".into());
     }
     Ok(table.into_iter().map(|i| &endpoints[i]).collect())
 }

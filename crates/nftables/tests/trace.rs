@@ -306,7 +306,7 @@ fn a_scheduler_nftables_cannot_do_rejects_and_is_reported() {
     assert_eq!(
         planned.skips,
         [
-            "default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr, wrr, sh, dh); not served"
+            "default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr, wrr, sh, dh, mh); not served"
         ]
     );
 }
@@ -356,4 +356,20 @@ fn weights_give_endpoints_slots_in_proportion_and_weight_zero_none() {
     let text = kproxy_nftables::render::plan(&full(s.state(), None).plan);
     let slots = |ip: &str| text.lines().filter(|l| l.contains("10.96.0.81") && l.contains(ip)).count();
     assert_eq!((slots("10.244.2.70"), slots("10.244.2.71")), (3, 1), "{text}");
+}
+
+#[test]
+fn maglev_fills_its_lookup_table_with_every_endpoint() {
+    let mut s = scenario();
+    s.service(annotated("mh", "10.96.0.82", Some("mh"), false));
+    two_endpoints(&mut s, "mh");
+    s.sync();
+    let planned = full(s.state(), None);
+    assert!(planned.skips.is_empty(), "{:?}", planned.skips);
+    assert_eq!(fates(&s, POD, "10.96.0.82:80"), [dnat("10.244.2.70:8080", false), dnat("10.244.2.71:8080", false)]);
+    let text = kproxy_nftables::render::plan(&planned.plan);
+    let slots = |ip: &str| text.lines().filter(|l| l.contains("10.96.0.82") && l.contains(ip)).count();
+    let (a, b) = (slots("10.244.2.70"), slots("10.244.2.71"));
+    assert_eq!(a + b, kproxy_sched::MAGLEV_SIZE, "{a} + {b}");
+    assert!(a.abs_diff(b) <= 1, "Maglev splits evenly: {a} vs {b}");
 }

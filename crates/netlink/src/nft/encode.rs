@@ -49,7 +49,7 @@ impl Encoded {
 
 /// Elements per `NEWSETELEM` message stop at this many bytes: the element
 /// list is one attribute, and attribute lengths are 16-bit.
-const ELEMENTS_BYTES: usize = 48 * 1024;
+pub(crate) const ELEMENTS_BYTES: usize = 48 * 1024;
 
 /// The interval sets in kproxy's tables, by family and name: what the
 /// kernel holds after the batches applied so far. Keys of interval sets

@@ -196,12 +196,26 @@ fn anonymous_set(e: &mut Encoder, family: IpFamily, name: &str, id: u32, s: Anon
     e.w.bytes(set::USERDATA, &s.userdata);
     e.w.end();
 
-    e.begin(family, msg::NEWSETELEM, super::wire::NLM_F_REQUEST | super::wire::NLM_F_CREATE);
-    e.w.str(elem_list::TABLE, names::TABLE);
-    e.w.str(elem_list::SET, name);
-    e.w.u32(elem_list::SET_ID, id);
-    let list = e.w.nest(elem_list::ELEMENTS);
-    for (n, element) in (1u16..).zip(s.elements) {
+    // Large maps (Maglev's 4093 slots) take several messages, as `nft`
+    // splits them: one element list is one attribute, and attribute
+    // lengths are 16-bit. The rule binding the set comes after all of them.
+    let begin = |e: &mut Encoder| {
+        e.begin(family, msg::NEWSETELEM, super::wire::NLM_F_REQUEST | super::wire::NLM_F_CREATE);
+        e.w.str(elem_list::TABLE, names::TABLE);
+        e.w.str(elem_list::SET, name);
+        e.w.u32(elem_list::SET_ID, id);
+        e.w.nest(elem_list::ELEMENTS)
+    };
+    let mut list = begin(e);
+    let mut n: u16 = 0;
+    for element in s.elements {
+        if e.w.nest_len(&list) > super::encode::ELEMENTS_BYTES {
+            e.w.end_nest(list);
+            e.w.end();
+            list = begin(e);
+            n = 0;
+        }
+        n = n.wrapping_add(1);
         let nest = e.w.nest(n);
         element.write(&mut e.w);
         e.w.end_nest(nest);

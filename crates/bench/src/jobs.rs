@@ -14,7 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::workload::Spec;
-use crate::{floor, kube, latency, process, sync};
+use crate::{floor, kube, latency, process, sync, userspace};
 
 /// Set by the harness to the `dev:inode` of its own network namespace.
 pub const HOST_NETNS_ENV: &str = "KPROXY_BENCH_HOST_NETNS";
@@ -48,6 +48,8 @@ pub enum Job {
     /// The real `kproxy` binary reading the workload from a fake API server
     /// in the worker, until its first sync is done.
     Kube { binary: PathBuf, services: usize, endpoints: usize, workdir: PathBuf, timeout_s: f64 },
+    /// kproxy's userspace mode against HAProxy on this namespace's loopback.
+    Userspace(userspace::Params),
 }
 
 impl Job {
@@ -63,6 +65,9 @@ impl Job {
             Job::Kproxy { idle, .. } => format!("kproxy run{}", if *idle { " (idle)" } else { " --once" }),
             Job::Floor { .. } => "one-element transactions".into(),
             Job::Kube { services, .. } => format!("kproxy run from the API server, {services} services"),
+            Job::Userspace(p) => {
+                format!("userspace vs HAProxy ({} first)", if p.haproxy_first { "HAProxy" } else { "kproxy" })
+            }
         }
     }
 }
@@ -136,6 +141,7 @@ pub enum Outcome {
     Latency(Latencies),
     Process(ProcessStats),
     Floor(Floor),
+    Userspace(userspace::UserspaceRun),
 }
 
 /// `dev:inode` of this thread's network namespace.
@@ -172,6 +178,7 @@ pub fn work(job: &str) -> anyhow::Result<()> {
         Job::Kube { binary, services, endpoints, workdir, timeout_s } => {
             Outcome::Process(kube::measure(&binary, &Spec::new(services, endpoints), &workdir, timeout_s)?)
         }
+        Job::Userspace(params) => Outcome::Userspace(userspace::measure(&params)?),
     };
     println!("{}", serde_json::to_string(&outcome)?);
     Ok(())

@@ -1,14 +1,18 @@
-//! `kproxy-bench`: scale and latency benchmarks of kproxy's nftables mode.
+//! `kproxy-bench`: scale and latency benchmarks of kproxy's nftables mode,
+//! and of its userspace mode against HAProxy.
 //!
 //! `kproxy-bench run` measures cold syncs, one-service changes, the real
 //! binary's memory, network-programming latency under a stream of changes
 //! and first-packet latency through the kernel, compares with `nft -f` and
-//! with upstream kube-proxy's layout, and writes BENCHMARKS.md with a plot.
-//! Every nftables load and every packet happens inside `kp-` network
-//! namespaces this process creates (kproxy-sandbox), never in its own.
+//! with upstream kube-proxy's layout, compares the userspace mode with
+//! HAProxy (throughput, latency, memory per idle connection; not in
+//! `--quick`), and writes BENCHMARKS.md with a plot. Every nftables load and
+//! every packet happens inside `kp-` network namespaces this process creates
+//! (kproxy-sandbox), never in its own.
 //!
 //! Not shipped; run it through `scripts/bench`.
 
+mod backend;
 mod floor;
 mod harness;
 mod jobs;
@@ -19,6 +23,7 @@ mod method;
 mod packet;
 mod plot;
 mod process;
+mod proxies;
 mod report;
 mod results;
 mod scenarios;
@@ -27,14 +32,16 @@ mod svg;
 mod sync;
 mod targets;
 mod upstream;
+mod userspace;
 mod workload;
+mod wrk;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::harness::Harness;
 use crate::results::Results;
@@ -71,6 +78,16 @@ enum Command {
         /// What the binaries were built from, for the report.
         #[arg(long, default_value = "unknown")]
         source: String,
+        /// Measure only this part and rewrite the report, keeping every other
+        /// section from the JSON of the last run (`--json`).
+        #[arg(long, value_enum, conflicts_with = "quick")]
+        only: Option<Part>,
+        /// HAProxy (the userspace comparison): a path, or a name on PATH.
+        #[arg(long, default_value = "haproxy")]
+        haproxy: PathBuf,
+        /// wrk (the userspace comparison's load generator).
+        #[arg(long, default_value = "wrk")]
+        wrk: PathBuf,
     },
     /// Rewrite the report and the plot from a run's JSON, without measuring.
     Report {
@@ -94,12 +111,23 @@ enum Command {
     Worker { job: String },
 }
 
+/// A part of the run that can be measured alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Part {
+    /// kproxy's userspace mode against HAProxy.
+    Userspace,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { quick, kproxy, out, plot, json, workdir, source } => {
+        Command::Run { quick, kproxy, out, plot, json, workdir, source, only, haproxy, wrk } => {
             let outputs = Outputs { out, plot, json };
-            run(quick, &kproxy, &workdir, source, &outputs)
+            let tools = Tools { haproxy, wrk };
+            match only {
+                None => run(quick, &kproxy, &workdir, source, &tools, &outputs),
+                Some(Part::Userspace) => run_userspace(&kproxy, &workdir, source, &tools, &outputs),
+            }
         }
         Command::Report { json, out, plot } => report_again(&json, &out, &plot),
         Command::Manifests { services, endpoints, dir } => {
@@ -124,13 +152,34 @@ struct Outputs {
     json: PathBuf,
 }
 
-fn run(quick: bool, kproxy: &Path, workdir: &Path, source: String, outputs: &Outputs) -> anyhow::Result<ExitCode> {
+/// The userspace comparison's tools.
+struct Tools {
+    haproxy: PathBuf,
+    wrk: PathBuf,
+}
+
+/// Root, namespaces, and the binary and work folder as absolute paths.
+fn prepare(kproxy: &Path, workdir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     kproxy_sandbox::available().context("the benchmarks need root and network namespaces")?;
     anyhow::ensure!(kproxy.exists(), "{} is missing: cargo build --release -p kproxy-cli", kproxy.display());
     let kproxy = std::fs::canonicalize(kproxy)?;
     std::fs::create_dir_all(workdir)?;
-    let workdir = std::fs::canonicalize(workdir)?;
-    let plan = Plan::new(quick);
+    Ok((kproxy, std::fs::canonicalize(workdir)?))
+}
+
+fn run(
+    quick: bool,
+    kproxy: &Path,
+    workdir: &Path,
+    source: String,
+    tools: &Tools,
+    outputs: &Outputs,
+) -> anyhow::Result<ExitCode> {
+    let (kproxy, workdir) = prepare(kproxy, workdir)?;
+    let mut plan = Plan::new(quick);
+    if let Some(u) = &mut plan.userspace {
+        (u.haproxy, u.wrk) = (tools.haproxy.clone(), tools.wrk.clone());
+    }
     let (reps, budget) = if quick { (3, Duration::from_secs(30)) } else { (5, Duration::from_secs(100)) };
     let harness = Harness::new(reps, budget, Duration::from_secs(1800))?;
     let started = Instant::now();
@@ -158,6 +207,33 @@ fn run(quick: bool, kproxy: &Path, workdir: &Path, source: String, outputs: &Out
     write_outputs(&results, &outputs.out, &outputs.plot, &outputs.json)?;
     print_summary(&results);
     Ok(guard(&results))
+}
+
+/// `--only userspace`: measures the comparison, replaces it in the last
+/// run's JSON (or in an empty run when there is none) and rewrites the
+/// report from that.
+fn run_userspace(
+    kproxy: &Path,
+    workdir: &Path,
+    source: String,
+    tools: &Tools,
+    outputs: &Outputs,
+) -> anyhow::Result<ExitCode> {
+    let (kproxy, workdir) = prepare(kproxy, workdir)?;
+    let mut results = match std::fs::read_to_string(&outputs.json) {
+        Ok(text) => serde_json::from_str(&text).with_context(|| format!("parsing {}", outputs.json.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("==> no {}: the report will have only the userspace section", outputs.json.display());
+            Results { machine: machine::Machine::read(), started: now(), source: source.clone(), ..Results::default() }
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", outputs.json.display())),
+    };
+    let harness = Harness::new(5, Duration::from_secs(100), Duration::from_secs(600))?;
+    let plan = userspace::Plan::new(tools.haproxy.clone(), tools.wrk.clone());
+    results.userspace = Some(userspace::collect(&harness, &plan, &kproxy, &workdir, &source));
+    write_outputs(&results, &outputs.out, &outputs.plot, &outputs.json)?;
+    print_summary(&results);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn report_again(json: &Path, out: &Path, plot: &Path) -> anyhow::Result<ExitCode> {
@@ -236,7 +312,7 @@ fn guard(results: &Results) -> ExitCode {
 }
 
 /// `2026-11-30 12:00 UTC`, from `date` (one line needs no clock crate).
-fn now() -> String {
+pub(crate) fn now() -> String {
     let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]).output();
     let text = out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
     if text.is_empty() { "an unknown date".into() } else { text }

@@ -6,13 +6,17 @@ pub const METHOD: &str = "
 ## How to run
 
 ```sh
-scripts/bench           # full run (root; builds release first), 10-20 minutes
-scripts/bench --quick   # at most 10k services, 3 runs each, under 3 minutes; the CI guard
+scripts/bench                   # full run (root; builds release first), 15-25 minutes
+scripts/bench --quick           # at most 10k services, 3 runs each, under 3 minutes; the CI guard
+scripts/bench --only userspace  # only the HAProxy comparison (about 4 minutes); keeps the rest
 ```
 
 `--quick` exits non-zero when the median cold sync at 10k services exceeds 5 s or the median one-service
 change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/bench/results.json`.
 `target/release/kproxy-bench manifests --services N DIR` writes the workload as a manifest folder.
+`--only userspace` measures kproxy's userspace mode against HAProxy alone and rewrites this file from
+`target/bench/results.json`, replacing that section and the targets it feeds; every other section stays as the
+last full run measured it. The full run (not `--quick`) installs `haproxy` and `wrk` with apt when missing.
 
 ## Method
 
@@ -33,7 +37,9 @@ change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/ben
   (affinity adds per-endpoint chains and sets).
 - Health-check node ports of Local load balancers: the workload sets no `healthCheckNodePort`, so the real
   binary opens no health-check listeners.
-- The userspace mode against HAProxy (DESIGN.md): that mode does not exist yet.
+- The userspace mode with many services, UDP, or other schedulers than `rr`: the HAProxy comparison is one
+  TCP service with two endpoints. Nor is it measured on a machine with spare cores for the load generator:
+  wrk, the backends and the proxy share this one's.
 - A real API server: the Kubernetes source is measured against kproxy-testkit's fake one on loopback, which
   answers at once; a real server's latency, TLS and rate limits (`clientConnection.qps`) are not in these numbers.
 ";

@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use crate::results::Results;
+use crate::backend;
+use crate::proxies::Proxy;
+use crate::results::{LoadResult, Results, UserspaceResult};
 use crate::stats::{Summary, ratio};
 use crate::targets::{Verdict, targets};
 
@@ -79,6 +81,7 @@ pub fn markdown(r: &Results, plot: &str) -> String {
     memory(&mut out, r);
     latency(&mut out, r);
     packets(&mut out, r);
+    userspace(&mut out, r);
     notes(&mut out, r);
     out.push_str(crate::method::METHOD);
     out
@@ -349,6 +352,184 @@ fn packets(out: &mut String, r: &Results) {
     }
 }
 
+/// `median [min-max]` of requests per second.
+fn rate(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n == 1 => format!("{:.0}", s.median),
+        Some(s) => format!("{:.0} [{:.0}-{:.0}]", s.median, s.min, s.max),
+        None => "-".into(),
+    }
+}
+
+fn kib(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n == 1 => format!("{:.2} KiB", s.median),
+        Some(s) => format!("{:.2} KiB [{:.2}-{:.2}]", s.median, s.min, s.max),
+        None => "-".into(),
+    }
+}
+
+fn plain(s: Option<Summary>) -> String {
+    s.map_or("-".into(), |s| {
+        if s.min == s.max { format!("{:.0}", s.median) } else { format!("{:.0} [{:.0}-{:.0}]", s.median, s.min, s.max) }
+    })
+}
+
+/// `0.93x; per run 0.91x [0.80-1.10]`: the ratio of medians, then the
+/// ratios within each run.
+fn versus(a: Option<Summary>, b: Option<Summary>, paired: Option<Summary>) -> String {
+    let of_medians = times_ratio(ratio(a, b));
+    match paired {
+        Some(p) if p.n > 1 => format!("{of_medians}; per run {:.2}x [{:.2}-{:.2}]", p.median, p.min, p.max),
+        _ => of_medians,
+    }
+}
+
+fn userspace(out: &mut String, r: &Results) {
+    let _ = writeln!(out, "\n## Userspace mode against HAProxy\n");
+    let Some(u) = &r.userspace else {
+        let _ = writeln!(
+            out,
+            "Not measured in this run (`--quick` leaves it out); `scripts/bench --only userspace` measures it alone."
+        );
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "Measured on {} ({:.0} s), kproxy built from {}. `kproxy run --proxy-mode userspace` (tokio's \
+         multi-thread runtime: {threads} workers, one per core) and {} (`mode tcp`, `nbthread {threads}`, \
+         `balance roundrobin`, otherwise its defaults; crates/bench/src/proxies.rs) in front of the same {} \
+         backends, on the loopback of a fresh `kp-` network namespace per run. The backends are a tokio HTTP/1.1 \
+         responder in crates/bench ({threads} workers; a {}-byte keep-alive reply with a {}-byte body and \
+         `Content-Length`). Load: {} with {} threads and {} connections, {:.0} s per measurement after a 1 s \
+         warm-up; latency is wrk's (the request's first byte written to its reply read), its percentiles printed \
+         by a Lua `done()` hook. Short connections send `Connection: close`: a new TCP connection per request, \
+         which the backend closes after its reply. Each run measures the backend directly, then both proxies \
+         seconds apart (alternating which goes first); rates and percentiles are each run's, as median \
+         [min-max] over runs. wrk, the backends and the proxy share the machine's {} cores, with whatever else \
+         runs on it: the ratios within each run (\"per run\") show how much of the spread is the machine.\n",
+        if u.started.is_empty() { "an unrecorded date" } else { &u.started },
+        u.duration_s,
+        if u.source.is_empty() { "an unrecorded commit" } else { &u.source },
+        if u.haproxy.is_empty() { "HAProxy" } else { &u.haproxy },
+        u.backends,
+        backend::KEEP_ALIVE.len(),
+        backend::BODY.len(),
+        if u.wrk.is_empty() { "wrk" } else { &u.wrk },
+        u.wrk_threads,
+        u.connections,
+        u.seconds,
+        r.machine.cores,
+        threads = u.threads,
+    );
+    let _ = writeln!(
+        out,
+        "| load | through | requests/s | p50 | p99 | p99.9 | max | errors | n |\n\
+         | --- | --- | --- | --- | --- | --- | --- | ---: | ---: |"
+    );
+    for (close, what) in [(false, "keep-alive"), (true, "short connections")] {
+        let row = |l: &LoadResult| {
+            format!(
+                "| {what} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                l.proxy.name(),
+                rate(l.rps),
+                times(l.p50),
+                times(l.p99),
+                times(l.p999),
+                times(l.max),
+                l.errors,
+                n(l.rps)
+            )
+        };
+        let (k, h) = (u.load(Proxy::Kproxy, close), u.load(Proxy::Haproxy, close));
+        for l in [k, h].into_iter().flatten() {
+            let _ = writeln!(out, "{}", row(l));
+        }
+        if let (Some(k), Some(h)) = (k, h) {
+            let (rps, p99) = if close {
+                (u.close_rps_ratio, u.close_p99_ratio)
+            } else {
+                (u.keep_alive_rps_ratio, u.keep_alive_p99_ratio)
+            };
+            let _ = writeln!(
+                out,
+                "| {what} | **kproxy / HAProxy** | {} | {} | {} | {} | {} | | |",
+                versus(k.rps, h.rps, rps),
+                times_ratio(ratio(k.p50, h.p50)),
+                versus(k.p99, h.p99, p99),
+                times_ratio(ratio(k.p999, h.p999)),
+                times_ratio(ratio(k.max, h.max)),
+            );
+        }
+        if let Some(d) = u.load(Proxy::Direct, close) {
+            let _ = writeln!(out, "{}", row(d));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nMemory per idle connection: a fresh proxy per run, its `VmRSS` and open descriptors a second after \
+         its first reply, then {} client connections opened through it (at most 200 at a time), each with one \
+         request/reply done and then left open, and its `VmRSS` and descriptors a second after the last. Per \
+         connection: the difference over the number of connections.\n\n\
+         | through | VmRSS before | VmRSS with the connections | added per connection | descriptors added | \
+         backend connections meanwhile | n |\n\
+         | --- | --- | --- | --- | --- | --- | ---: |",
+        u.idle_connections
+    );
+    for i in [Proxy::Kproxy, Proxy::Haproxy].into_iter().filter_map(|p| u.idle_of(p)) {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            i.proxy.name(),
+            mib(i.before_mib),
+            mib(i.after_mib),
+            kib(i.per_connection_kib),
+            plain(i.fds_added),
+            plain(i.backend_open),
+            n(i.per_connection_kib)
+        );
+    }
+    if let (Some(k), Some(h)) = (u.idle_of(Proxy::Kproxy), u.idle_of(Proxy::Haproxy)) {
+        let _ = writeln!(
+            out,
+            "| **kproxy / HAProxy** | | {} | {} | | | |",
+            times_ratio(ratio(k.after_mib, h.after_mib)),
+            versus(k.per_connection_kib, h.per_connection_kib, u.idle_ratio)
+        );
+    }
+    userspace_notes(out, u);
+}
+
+fn userspace_notes(out: &mut String, u: &UserspaceResult) {
+    let mut notes = u.notes.clone();
+    let paired = [
+        ("keep-alive requests/s", u.keep_alive_rps_ratio),
+        ("keep-alive p99", u.keep_alive_p99_ratio),
+        ("short-connection requests/s", u.close_rps_ratio),
+        ("short-connection p99", u.close_p99_ratio),
+        ("memory per idle connection", u.idle_ratio),
+    ];
+    let straddling: Vec<String> = paired
+        .iter()
+        .filter_map(|(what, p)| p.filter(|p| p.n > 1 && p.min < 1.0 && p.max > 1.0).map(|p| (what, p)))
+        .map(|(what, p)| format!("{what} ({:.2}x-{:.2}x)", p.min, p.max))
+        .collect();
+    if !straddling.is_empty() {
+        notes.push(format!(
+            "kproxy / HAProxy within a run fell on both sides of 1 for {}: against HAProxy those verdicts are \
+             within this machine's noise, and another run may reverse them.",
+            straddling.join(", ")
+        ));
+    }
+    if notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    for note in &notes {
+        let _ = writeln!(out, "- {}", note.replace('\n', " "));
+    }
+}
+
 fn notes(out: &mut String, r: &Results) {
     let mut notes = r.notes.clone();
     for s in &r.sizes {
@@ -378,5 +559,54 @@ fn notes(out: &mut String, r: &Results) {
         for note in notes {
             let _ = writeln!(out, "- {}", note.replace('\n', " "));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::IdleConnectionsResult;
+
+    fn load(proxy: Proxy, rps: &[f64], p99: &[f64]) -> LoadResult {
+        LoadResult {
+            proxy,
+            rps: Summary::of(rps),
+            p50: None,
+            p99: Summary::of(p99),
+            p999: None,
+            max: None,
+            requests: 0,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn the_userspace_section_shows_ratios_and_flags_noise() {
+        let quick = Results { quick: true, ..Results::default() };
+        assert!(markdown(&quick, "plot.svg").contains("## Userspace mode against HAProxy\n\nNot measured in this run"));
+        let idle = |proxy, kib: &[f64]| IdleConnectionsResult {
+            proxy,
+            before_mib: None,
+            after_mib: None,
+            per_connection_kib: Summary::of(kib),
+            fds_added: Summary::of(&[20_000.0]),
+            backend_open: None,
+        };
+        let u = UserspaceResult {
+            keep_alive: vec![load(Proxy::Kproxy, &[90.0, 110.0], &[0.002]), load(Proxy::Haproxy, &[100.0], &[0.004])],
+            keep_alive_rps_ratio: Summary::of(&[0.9, 1.1]),
+            idle: vec![idle(Proxy::Kproxy, &[18.0]), idle(Proxy::Haproxy, &[3.0])],
+            idle_ratio: Summary::of(&[6.0, 6.1]),
+            ..UserspaceResult::default()
+        };
+        let text = markdown(&Results { userspace: Some(u), ..Results::default() }, "plot.svg");
+        assert!(text.contains("| keep-alive | kproxy userspace | 100 [90-110] | - | 2.0 ms |"), "{text}");
+        assert!(
+            text.contains("| keep-alive | **kproxy / HAProxy** | 1.00x; per run 1.00x [0.90-1.10] | - | 0.50x |"),
+            "{text}"
+        );
+        assert!(text.contains("| **kproxy / HAProxy** | | - | 6.00x; per run 6.05x [6.00-6.10] |"), "{text}");
+        assert!(text.contains("fell on both sides of 1 for keep-alive requests/s (0.90x-1.10x):"), "{text}");
+        assert!(!text.contains("memory per idle connection (6.00x"), "{text}");
     }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
+use crate::proxies::Proxy;
 use crate::stats::Summary;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -28,6 +29,9 @@ pub struct Results {
     pub latency: Option<LatencyResult>,
     pub packets: Vec<PacketResult>,
     pub floor: Option<FloorResult>,
+    /// The userspace mode against HAProxy (full runs and `--only userspace`).
+    #[serde(default)]
+    pub userspace: Option<UserspaceResult>,
     /// What was skipped or failed, in words.
     pub notes: Vec<String>,
 }
@@ -129,4 +133,76 @@ pub struct FloorResult {
     pub noop: Option<Summary>,
     pub add: Option<Summary>,
     pub delete: Option<Summary>,
+}
+
+/// kproxy's userspace mode and HAProxy in front of the same backends.
+/// Latencies in seconds, rates in requests per second.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct UserspaceResult {
+    /// When and from what this part was measured (`--only userspace`
+    /// measures it apart from the rest).
+    pub started: String,
+    pub source: String,
+    pub duration_s: f64,
+    /// kproxy's tokio workers (one per core) and HAProxy's `nbthread`.
+    pub threads: usize,
+    pub backends: usize,
+    pub wrk_threads: usize,
+    pub connections: usize,
+    /// Each wrk measurement's duration.
+    pub seconds: f64,
+    pub idle_connections: usize,
+    /// `haproxy -v` and `wrk --version`, first lines.
+    pub haproxy: String,
+    pub wrk: String,
+    /// kproxy, HAProxy, the backend directly.
+    pub keep_alive: Vec<LoadResult>,
+    /// The same with `Connection: close`.
+    pub close: Vec<LoadResult>,
+    pub idle: Vec<IdleConnectionsResult>,
+    /// kproxy / HAProxy within each run, summarised over runs.
+    pub keep_alive_rps_ratio: Option<Summary>,
+    pub keep_alive_p99_ratio: Option<Summary>,
+    pub close_rps_ratio: Option<Summary>,
+    pub close_p99_ratio: Option<Summary>,
+    pub idle_ratio: Option<Summary>,
+    pub notes: Vec<String>,
+}
+
+impl UserspaceResult {
+    pub fn load(&self, proxy: Proxy, close: bool) -> Option<&LoadResult> {
+        let rows = if close { &self.close } else { &self.keep_alive };
+        rows.iter().find(|l| l.proxy == proxy)
+    }
+
+    pub fn idle_of(&self, proxy: Proxy) -> Option<&IdleConnectionsResult> {
+        self.idle.iter().find(|i| i.proxy == proxy)
+    }
+}
+
+/// One wrk load through one proxy: each run's value, summarised over runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoadResult {
+    pub proxy: Proxy,
+    pub rps: Option<Summary>,
+    pub p50: Option<Summary>,
+    pub p99: Option<Summary>,
+    pub p999: Option<Summary>,
+    pub max: Option<Summary>,
+    /// Over all runs.
+    pub requests: u64,
+    pub errors: u64,
+}
+
+/// One proxy's memory with the idle connections open (a fresh process per run).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IdleConnectionsResult {
+    pub proxy: Proxy,
+    pub before_mib: Option<Summary>,
+    pub after_mib: Option<Summary>,
+    pub per_connection_kib: Option<Summary>,
+    /// Descriptors the proxy gained (two per proxied connection).
+    pub fds_added: Option<Summary>,
+    /// Connections the backends saw open meanwhile.
+    pub backend_open: Option<Summary>,
 }

@@ -8,12 +8,12 @@ use anyhow::Context;
 
 use crate::harness::Harness;
 use crate::jobs::{Job, Latencies, Outcome, ProcessStats, SyncTimes};
-use crate::packet;
 use crate::results::{
     FloorResult, IdleResult, LatencyResult, PacketResult, ProcessResult, Results, SizeResult, UpstreamResult,
 };
 use crate::stats::{Summary, quantile};
 use crate::workload::Spec;
+use crate::{packet, userspace};
 
 const MIB: f64 = 1024.0;
 
@@ -36,6 +36,8 @@ pub struct Plan {
     /// Runs the cold-sync-and-change measurement always gets (the `--quick`
     /// guard's numbers); every other measurement gets at least one.
     pub guard_runs: usize,
+    /// The userspace mode against HAProxy; not in `--quick`.
+    pub userspace: Option<userspace::Plan>,
 }
 
 impl Plan {
@@ -60,6 +62,7 @@ impl Plan {
             packet_sizes: vec![1, 1000, 10_000],
             packet_samples: 200,
             guard_runs: if quick { 3 } else { 1 },
+            userspace: (!quick).then(|| userspace::Plan::new("haproxy".into(), "wrk".into())),
         }
     }
 }
@@ -103,6 +106,9 @@ pub fn collect(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path, re
     match packets(harness, plan) {
         Ok(rows) => results.packets = rows,
         Err(e) => results.notes.push(format!("first-packet latency failed: {e:#}")),
+    }
+    if let Some(u) = &plan.userspace {
+        results.userspace = Some(userspace::collect(harness, u, kproxy, workdir, &results.source));
     }
 }
 

@@ -1,8 +1,9 @@
 //! The performance targets (DESIGN.md, "Performance, as measured") and
 //! whether a run met them, by how much.
 
+use crate::proxies::Proxy;
 use crate::report::duration;
-use crate::results::Results;
+use crate::results::{Results, UserspaceResult};
 use crate::stats::{Summary, ratio};
 
 /// Met, missed (both with the margin in words), or not measured (why).
@@ -19,6 +20,15 @@ pub struct Target {
     pub name: &'static str,
     pub measured: String,
     pub verdict: Verdict,
+}
+
+/// `value` against a lower `limit`.
+fn at_least(value: f64, limit: f64) -> Verdict {
+    if value >= limit {
+        Verdict::Pass(format!("{:.0} % over", (value / limit - 1.0) * 100.0))
+    } else {
+        Verdict::Miss(format!("{:.0} % short", (1.0 - value / limit) * 100.0))
+    }
 }
 
 /// `value` against an upper `limit`.
@@ -85,6 +95,53 @@ pub fn targets(r: &Results) -> Vec<Target> {
         150.0,
         "see Notes",
     ));
+    out.extend(userspace(r));
+    out
+}
+
+/// kproxy's userspace mode against HAProxy, same run: throughput at least
+/// HAProxy's, p99 and memory per idle connection at most HAProxy's.
+fn userspace(r: &Results) -> Vec<Target> {
+    let missing = if r.quick { "--quick leaves it out" } else { "see the userspace section" };
+    let u = r.userspace.as_ref();
+    let unknown = |name| Target { name, measured: "-".into(), verdict: Verdict::Unknown(missing.into()) };
+    let median = |s: Option<Summary>| s.map(|s| s.median).filter(|m| *m > 0.0);
+    let pair = |f: &dyn Fn(&UserspaceResult, Proxy) -> Option<f64>| {
+        u.and_then(|u| Some((f(u, Proxy::Kproxy)?, f(u, Proxy::Haproxy)?)))
+    };
+    let mut out = Vec::new();
+    for (close, rps_name, p99_name) in [
+        (false, "userspace keep-alive requests/s >= HAProxy's", "userspace keep-alive p99 latency <= HAProxy's"),
+        (
+            true,
+            "userspace short-connection requests/s >= HAProxy's",
+            "userspace short-connection p99 latency <= HAProxy's",
+        ),
+    ] {
+        out.push(match pair(&|u, p| median(u.load(p, close)?.rps)) {
+            Some((k, h)) => Target {
+                name: rps_name,
+                measured: format!("{k:.0} vs {h:.0} requests/s ({:.2}x)", k / h),
+                verdict: at_least(k / h, 1.0),
+            },
+            None => unknown(rps_name),
+        });
+        out.push(match pair(&|u, p| median(u.load(p, close)?.p99)) {
+            Some((k, h)) => Target {
+                name: p99_name,
+                measured: format!("{} vs {} ({:.2}x)", duration(k), duration(h), k / h),
+                verdict: at_most(k, h),
+            },
+            None => unknown(p99_name),
+        });
+    }
+    let name = "userspace memory per idle connection (~10k open) <= HAProxy's";
+    out.push(match pair(&|u, p| median(u.idle_of(p)?.per_connection_kib)) {
+        Some((k, h)) => {
+            Target { name, measured: format!("{k:.2} vs {h:.2} KiB ({:.2}x)", k / h), verdict: at_most(k, h) }
+        }
+        None => unknown(name),
+    });
     out
 }
 
@@ -130,6 +187,53 @@ mod tests {
         let t = targets(&r);
         assert!(matches!(t[0].verdict, Verdict::Pass(_)), "{t:?}");
         assert_eq!(t[1].verdict, Verdict::Unknown("--quick stops at 10k".into()));
-        assert_eq!(t.len(), 8);
+        assert_eq!(t.len(), 13);
+        assert_eq!(t[8].verdict, Verdict::Unknown("--quick leaves it out".into()));
+    }
+
+    #[test]
+    fn userspace_targets_compare_with_haproxy_in_the_same_run() {
+        use crate::results::{IdleConnectionsResult, LoadResult};
+        let load = |proxy, rps: f64, p99: f64| LoadResult {
+            proxy,
+            rps: Summary::of(&[rps]),
+            p50: None,
+            p99: Summary::of(&[p99]),
+            p999: None,
+            max: None,
+            requests: 0,
+            errors: 0,
+        };
+        let idle = |proxy, kib: f64| IdleConnectionsResult {
+            proxy,
+            before_mib: None,
+            after_mib: None,
+            per_connection_kib: Summary::of(&[kib]),
+            fds_added: None,
+            backend_open: None,
+        };
+        let u = UserspaceResult {
+            keep_alive: vec![load(Proxy::Kproxy, 110.0, 0.002), load(Proxy::Haproxy, 100.0, 0.004)],
+            close: vec![load(Proxy::Kproxy, 80.0, 0.003), load(Proxy::Haproxy, 100.0, 0.002)],
+            idle: vec![idle(Proxy::Kproxy, 18.0), idle(Proxy::Haproxy, 3.0)],
+            ..UserspaceResult::default()
+        };
+        let r = Results { userspace: Some(u), ..Results::default() };
+        let t = targets(&r);
+        let verdicts: Vec<&Verdict> = t[8..].iter().map(|t| &t.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                &Verdict::Pass("10 % over".into()),
+                &Verdict::Pass("50 % under".into()),
+                &Verdict::Miss("20 % short".into()),
+                &Verdict::Miss("1.5x the target".into()),
+                &Verdict::Miss("6.0x the target".into()),
+            ]
+        );
+        assert_eq!(t[8].measured, "110 vs 100 requests/s (1.10x)");
+        assert_eq!(t[12].measured, "18.00 vs 3.00 KiB (6.00x)");
+        let none = targets(&Results::default());
+        assert_eq!(none[12].verdict, Verdict::Unknown("see the userspace section".into()));
     }
 }

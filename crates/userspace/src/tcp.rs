@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
@@ -78,18 +79,10 @@ async fn connect(
 /// Copies both ways until both are done. The endpoint counts as active
 /// while both directions are open and inactive once one is closed.
 async fn relay(client: TcpStream, upstream: TcpStream, picked: &Picked) {
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut upstream_read, mut upstream_write) = upstream.into_split();
-    let to_upstream = async {
-        let copied = tokio::io::copy(&mut client_read, &mut upstream_write).await;
-        let _ = upstream_write.shutdown().await;
-        copied
-    };
-    let to_client = async {
-        let copied = tokio::io::copy(&mut upstream_read, &mut client_write).await;
-        let _ = client_write.shutdown().await;
-        copied
-    };
+    let (client_read, client_write) = client.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    let to_upstream = pipe(client_read, upstream_write);
+    let to_client = pipe(upstream_read, client_write);
     tokio::pin!(to_upstream, to_client);
     // A clean end of one direction (FIN) leaves the other open, as TCP
     // half-close does; an error (reset) ends both.
@@ -102,4 +95,28 @@ async fn relay(client: TcpStream, upstream: TcpStream, picked: &Picked) {
         let _ = if first.1 { to_client.await } else { to_upstream.await };
     }
     picked.counters.closed(true);
+}
+
+/// Bytes read at once.
+const CHUNK: usize = 16 * 1024;
+
+/// Copies `from` to `to` until `from` ends, then shuts `to` down. The
+/// buffer exists only while data flows: an idle connection holds none
+/// (two long-lived copy buffers were most of an idle connection's cost).
+async fn pipe(from: OwnedReadHalf, mut to: OwnedWriteHalf) -> std::io::Result<()> {
+    loop {
+        from.readable().await?;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match from.try_read(&mut buf) {
+                Ok(0) => {
+                    let _ = to.shutdown().await;
+                    return Ok(());
+                }
+                Ok(n) => to.write_all(&buf[..n]).await?,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }

@@ -38,12 +38,18 @@ fn bare(value: f64, like: f64) -> String {
     }
 }
 
-fn mib(s: Option<Summary>) -> String {
+/// `median unit [min-max]` with `decimals` places (just the median for one
+/// sample).
+fn spread(s: Option<Summary>, decimals: usize, unit: &str) -> String {
     match s {
-        Some(s) if s.n == 1 => format!("{:.0} MiB", s.median),
-        Some(s) => format!("{:.0} MiB [{:.0}-{:.0}]", s.median, s.min, s.max),
+        Some(s) if s.n == 1 => format!("{:.decimals$}{unit}", s.median),
+        Some(s) => format!("{:.decimals$}{unit} [{:.decimals$}-{:.decimals$}]", s.median, s.min, s.max),
         None => "-".into(),
     }
+}
+
+fn mib(s: Option<Summary>) -> String {
+    spread(s, 0, " MiB")
 }
 
 fn n(s: Option<Summary>) -> String {
@@ -354,19 +360,11 @@ fn packets(out: &mut String, r: &Results) {
 
 /// `median [min-max]` of requests per second.
 fn rate(s: Option<Summary>) -> String {
-    match s {
-        Some(s) if s.n == 1 => format!("{:.0}", s.median),
-        Some(s) => format!("{:.0} [{:.0}-{:.0}]", s.median, s.min, s.max),
-        None => "-".into(),
-    }
+    spread(s, 0, "")
 }
 
 fn kib(s: Option<Summary>) -> String {
-    match s {
-        Some(s) if s.n == 1 => format!("{:.2} KiB", s.median),
-        Some(s) => format!("{:.2} KiB [{:.2}-{:.2}]", s.median, s.min, s.max),
-        None => "-".into(),
-    }
+    spread(s, 2, " KiB")
 }
 
 fn plain(s: Option<Summary>) -> String {

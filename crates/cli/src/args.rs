@@ -123,7 +123,8 @@ pub struct TraceArgs {
 
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
-    /// Proxy mode whose objects to remove (only nftables exists so far).
+    /// Proxy mode whose objects to remove: nftables (its tables) or userspace
+    /// (its local routes).
     #[arg(long = "proxy-mode", value_name = "MODE", default_value = "nftables")]
     pub mode: String,
 }

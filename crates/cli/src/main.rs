@@ -5,6 +5,7 @@
 //! 1 failed, 64 bad usage or configuration).
 
 mod args;
+mod claim;
 mod cleanup_cmd;
 mod coexist;
 mod demo;

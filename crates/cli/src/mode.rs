@@ -69,10 +69,22 @@ pub fn nftables_config(config: &Config) -> PlanConfig {
 
 /// The userspace mode's settings: `clusterCIDR` decides which sources are
 /// in the cluster; `ipvs.scheduler` (when set) is the default scheduler.
+/// The proxy holds the connections conntrack would track in the kernel
+/// modes, so conntrack's timeouts are its idle timeouts: established TCP,
+/// half-closed TCP (CLOSE_WAIT) and UDP streams; zero keeps the default.
 pub fn userspace_settings(config: &Config) -> Settings {
     let defaults = Settings::default();
     let scheduler = config.ipvs.scheduler.parse().unwrap_or(defaults.scheduler);
-    Settings { cluster_cidrs: config.cluster_cidrs.clone(), scheduler, ..defaults }
+    let or = |value: std::time::Duration, default| if value.is_zero() { default } else { value };
+    let conntrack = &config.conntrack;
+    Settings {
+        cluster_cidrs: config.cluster_cidrs.clone(),
+        scheduler,
+        tcp_idle_timeout: or(conntrack.tcp_established_timeout, defaults.tcp_idle_timeout),
+        tcp_half_closed_timeout: or(conntrack.tcp_close_wait_timeout, defaults.tcp_half_closed_timeout),
+        udp_idle_timeout: or(conntrack.udp_stream_timeout, defaults.udp_idle_timeout),
+        ..defaults
+    }
 }
 
 /// `nf_conntrack_tcp_be_liberal` of this network namespace.
@@ -84,7 +96,9 @@ fn tcp_be_liberal() -> bool {
 pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> Box<dyn Dataplane> {
     match mode {
         Some(ProxyMode::Nftables) => Box::new(Nftables::new(nftables_config(config))),
-        Some(ProxyMode::Userspace) => Box::new(Userspace::new(userspace_settings(config))),
+        Some(ProxyMode::Userspace) => {
+            Box::new(crate::claim::Claiming::on_this_host(Userspace::new(userspace_settings(config))))
+        }
         _ => Box::new(DryRun),
     }
 }

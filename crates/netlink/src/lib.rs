@@ -7,6 +7,7 @@
 mod addresses;
 pub mod conntrack;
 pub mod nft;
+pub mod routes;
 
 pub use addresses::host_addresses;
 
@@ -19,4 +20,7 @@ pub enum NetlinkError {
     /// The kernel rejected or broke off an address dump.
     #[error("listing addresses failed")]
     ListAddresses(#[source] rtnetlink::Error),
+    /// A local route could not be listed, added or deleted.
+    #[error(transparent)]
+    Route(#[from] routes::RouteError),
 }

@@ -11,9 +11,11 @@
 //! taken, its address is not local) is reported for that frontend; the
 //! others keep working.
 
+mod buffers;
 mod frontend;
 mod health;
 mod service;
+mod splice;
 mod tcp;
 mod udp;
 
@@ -31,6 +33,7 @@ use tracing::warn;
 
 use frontend::Target;
 pub use service::{Counters, Service, Set};
+pub use tcp::Traffic;
 
 /// How the proxy behaves; [`Settings::default`] has the production values.
 #[derive(Clone, Debug)]
@@ -50,6 +53,13 @@ pub struct Settings {
     pub eject_after: u32,
     pub eject_for: Duration,
     pub udp_idle_timeout: Duration,
+    /// A TCP connection idle (no byte either way) this long is closed
+    /// (zero: never); `tcp_half_closed_timeout` once one side has closed.
+    pub tcp_idle_timeout: Duration,
+    pub tcp_half_closed_timeout: Duration,
+    /// Move bulk transfers with `splice` (zero-copy) where the kernel can;
+    /// otherwise, and for small messages, bytes are copied.
+    pub splice: bool,
     /// Bind addresses that are not local (cluster IPs routed here) with
     /// `IP_FREEBIND`; needs `CAP_NET_ADMIN` only for routing them here.
     pub freebind: bool,
@@ -65,6 +75,11 @@ impl Default for Settings {
             eject_after: 3,
             eject_for: Duration::from_secs(10),
             udp_idle_timeout: Duration::from_secs(30),
+            // conntrack's defaults for established and CLOSE_WAIT entries,
+            // which is what the kernel modes give an idle connection.
+            tcp_idle_timeout: Duration::from_secs(24 * 3600),
+            tcp_half_closed_timeout: Duration::from_secs(3600),
+            splice: true,
             freebind: true,
         }
     }
@@ -134,6 +149,7 @@ impl Listing for Published {
 pub struct Userspace {
     published: Arc<Published>,
     settings: Arc<Settings>,
+    traffic: Arc<Traffic>,
     services: HashMap<(ServicePortName, IpFamily), Arc<Service>>,
     listening: HashMap<(Protocol, SocketAddr), Listening>,
     /// Frontends that failed to listen, with the reason, until they work.
@@ -146,10 +162,16 @@ impl Userspace {
         Self {
             published,
             settings: Arc::new(settings),
+            traffic: Arc::default(),
             services: HashMap::new(),
             listening: HashMap::new(),
             failed: HashMap::new(),
         }
+    }
+
+    /// What the TCP relays moved (copied or spliced) and closed as idle.
+    pub fn traffic(&self) -> Arc<Traffic> {
+        self.traffic.clone()
     }
 
     /// The services being served, for `kproxy list`.
@@ -239,7 +261,7 @@ impl Userspace {
         Ok(match protocol {
             Protocol::Tcp => {
                 let listener = tokio::net::TcpListener::from_std(socket.into())?;
-                tokio::spawn(tcp::serve(listener, target, settings))
+                tokio::spawn(tcp::serve(listener, target, settings, self.traffic.clone()))
             }
             _ => {
                 let socket = tokio::net::UdpSocket::from_std(socket.into())?;

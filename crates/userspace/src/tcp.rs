@@ -3,9 +3,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
@@ -13,10 +14,11 @@ use tracing::debug;
 use crate::Settings;
 use crate::frontend::Target;
 use crate::service::Picked;
+use crate::{buffers, splice};
 
 /// Accepts until the task is aborted (the frontend went away); connections
 /// already accepted carry on in their own tasks.
-pub async fn serve(listener: TcpListener, target: Arc<Target>, settings: Arc<Settings>) {
+pub async fn serve(listener: TcpListener, target: Arc<Target>, settings: Arc<Settings>, traffic: Arc<Traffic>) {
     let frontend = listener.local_addr().ok();
     loop {
         let (client, peer) = match listener.accept().await {
@@ -28,12 +30,12 @@ pub async fn serve(listener: TcpListener, target: Arc<Target>, settings: Arc<Set
                 continue;
             }
         };
-        let (target, settings) = (target.clone(), settings.clone());
-        tokio::spawn(async move { connection(client, peer, &target, &settings).await });
+        let (target, settings, traffic) = (target.clone(), settings.clone(), traffic.clone());
+        tokio::spawn(async move { connection(client, peer, &target, &settings, &traffic).await });
     }
 }
 
-async fn connection(client: TcpStream, peer: SocketAddr, target: &Target, settings: &Settings) {
+async fn connection(client: TcpStream, peer: SocketAddr, target: &Target, settings: &Settings, traffic: &Traffic) {
     let Ok(frontend) = client.local_addr() else { return };
     let Some((upstream, picked)) = connect(peer, frontend, target, settings).await else {
         // Nothing to connect to: reset, as a closed port would.
@@ -42,7 +44,7 @@ async fn connection(client: TcpStream, peer: SocketAddr, target: &Target, settin
     };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
-    relay(client, upstream, &picked).await;
+    relay(client, upstream, &picked, settings, traffic).await;
 }
 
 /// An endpoint that accepted the connection. A refused or timed-out
@@ -76,47 +78,145 @@ async fn connect(
     None
 }
 
-/// Copies both ways until both are done. The endpoint counts as active
-/// while both directions are open and inactive once one is closed.
-async fn relay(client: TcpStream, upstream: TcpStream, picked: &Picked) {
+/// Copies both ways until both are done, or until the connection has been
+/// idle (no byte either way) for the idle timeout: `tcp_idle_timeout`
+/// while both directions are open, `tcp_half_closed_timeout` once one is
+/// closed. The endpoint counts as active while both directions are open
+/// and inactive once one is closed.
+async fn relay(client: TcpStream, upstream: TcpStream, picked: &Picked, settings: &Settings, traffic: &Traffic) {
+    let clock = Clock::new();
     let (client_read, client_write) = client.into_split();
     let (upstream_read, upstream_write) = upstream.into_split();
-    let to_upstream = pipe(client_read, upstream_write);
-    let to_client = pipe(upstream_read, client_write);
+    let to_upstream = pipe(client_read, upstream_write, &clock, settings, traffic);
+    let to_client = pipe(upstream_read, client_write, &clock, settings, traffic);
     tokio::pin!(to_upstream, to_client);
     // A clean end of one direction (FIN) leaves the other open, as TCP
-    // half-close does; an error (reset) ends both.
+    // half-close does; an error (reset) or the idle timeout ends both.
     let first = tokio::select! {
-        copied = &mut to_upstream => (copied, true),
-        copied = &mut to_client => (copied, false),
+        copied = &mut to_upstream => Some((copied, true)),
+        copied = &mut to_client => Some((copied, false)),
+        () = clock.idle_for(settings.tcp_idle_timeout) => None,
     };
-    picked.counters.half_closed();
-    if first.0.is_ok() {
-        let _ = if first.1 { to_client.await } else { to_upstream.await };
+    match first {
+        Some((Ok(()), upstream_done)) => {
+            picked.counters.half_closed();
+            let rest = async { if upstream_done { to_client.await } else { to_upstream.await } };
+            tokio::select! {
+                _ = rest => {}
+                () = clock.idle_for(settings.tcp_half_closed_timeout) => {
+                    traffic.idle_closed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            picked.counters.closed(true);
+        }
+        Some((Err(_), _)) => picked.counters.closed(false),
+        None => {
+            traffic.idle_closed.fetch_add(1, Ordering::Relaxed);
+            picked.counters.closed(false);
+        }
     }
-    picked.counters.closed(true);
 }
 
-/// Bytes read at once.
-const CHUNK: usize = 16 * 1024;
+/// What the TCP relays moved, for every frontend of a proxy.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Bytes copied through a userspace buffer.
+    pub copied: AtomicU64,
+    /// Bytes moved with `splice` (never through userspace).
+    pub spliced: AtomicU64,
+    /// Directions that wanted to splice and could not (no pipe, or the
+    /// sockets do not support it): they copy instead.
+    pub splice_fallbacks: AtomicU64,
+    /// Connections closed for being idle.
+    pub idle_closed: AtomicU64,
+}
 
-/// Copies `from` to `to` until `from` ends, then shuts `to` down. The
-/// buffer exists only while data flows: an idle connection holds none
-/// (two long-lived copy buffers were most of an idle connection's cost).
-async fn pipe(from: OwnedReadHalf, mut to: OwnedWriteHalf) -> std::io::Result<()> {
+/// When a relay last moved a byte, in milliseconds since it started;
+/// shared by both directions.
+pub struct Clock {
+    start: Instant,
+    last: AtomicU64,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Self { start: Instant::now(), last: AtomicU64::new(0) }
+    }
+
+    pub fn touch(&self) {
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(now, Ordering::Relaxed);
+    }
+
+    /// Returns once nothing has moved for `timeout` (never for zero).
+    async fn idle_for(&self, timeout: Duration) {
+        if timeout.is_zero() {
+            return std::future::pending().await;
+        }
+        loop {
+            let last = self.start + Duration::from_millis(self.last.load(Ordering::Relaxed));
+            let deadline = last + timeout;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }
+    }
+}
+
+/// Copies `from` to `to` until `from` ends, then shuts `to` down.
+///
+/// Small messages are copied through a pooled buffer that a direction holds
+/// only while data flows: an idle connection holds none. A read that fills
+/// the whole buffer means a bulk transfer; from then on the direction moves
+/// bytes with `splice` through a pipe (socket to pipe to socket, never
+/// through userspace), when `settings.splice` allows and the kernel does.
+async fn pipe(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    clock: &Clock,
+    settings: &Settings,
+    traffic: &Traffic,
+) -> std::io::Result<()> {
+    let mut may_splice = settings.splice;
     loop {
         from.readable().await?;
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            match from.try_read(&mut buf) {
-                Ok(0) => {
+        let mut buf = buffers::take();
+        let bulk = loop {
+            buf.clear();
+            // tokio's reader clears the socket's readiness on a short read:
+            // a drained socket costs no extra read before the next wait.
+            let n = from.read_buf(&mut buf).await?;
+            if n == 0 {
+                buffers::give(buf);
+                let _ = to.shutdown().await;
+                return Ok(());
+            }
+            clock.touch();
+            to.write_all(&buf[..n]).await?;
+            traffic.copied.fetch_add(n as u64, Ordering::Relaxed);
+            if n < buf.capacity() {
+                break false;
+            }
+            if may_splice {
+                break true;
+            }
+        };
+        buffers::give(buf);
+        if !bulk {
+            continue;
+        }
+        match splice::Pipe::new() {
+            Ok(pipe) => match splice::relay(&from, &mut to, &pipe, clock, traffic).await? {
+                splice::Ended::Eof => {
                     let _ = to.shutdown().await;
                     return Ok(());
                 }
-                Ok(n) => to.write_all(&buf[..n]).await?,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
-            }
+                splice::Ended::Unsupported => debug!("splice not supported on these sockets; copying"),
+            },
+            Err(e) => debug!(error = %e, "no pipe for splice; copying"),
         }
+        traffic.splice_fallbacks.fetch_add(1, Ordering::Relaxed);
+        may_splice = false;
     }
 }

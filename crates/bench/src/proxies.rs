@@ -1,7 +1,7 @@
 //! The proxies of the userspace comparison, started as children of the
 //! worker in its network namespace: `kproxy run --proxy-mode userspace` on
-//! a manifest folder, and HAProxy (`mode tcp`, as many threads as kproxy's
-//! runtime has workers) from a config file, both in front of the same
+//! a manifest folder, and HAProxy (`mode tcp`, as many threads as kproxy has
+//! relay threads) from a config file, both in front of the same
 //! backends. Each is ended by its handle (it is our unreaped child).
 
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ pub struct Setup {
     pub kproxy: PathBuf,
     pub haproxy: PathBuf,
     pub backends: Vec<SocketAddr>,
-    /// HAProxy's `nbthread`: kproxy's tokio workers (one per core).
+    /// HAProxy's `nbthread`: kproxy's relay threads (one per core).
     pub threads: usize,
     /// HAProxy's `maxconn` (global and per frontend); kproxy has no limit.
     pub max_connections: usize,

@@ -394,8 +394,8 @@ fn userspace(out: &mut String, r: &Results) {
     };
     let _ = writeln!(
         out,
-        "Measured on {} ({:.0} s), kproxy built from {}. `kproxy run --proxy-mode userspace` (tokio's \
-         multi-thread runtime: {threads} workers, one per core) and {} (`mode tcp`, `nbthread {threads}`, \
+        "Measured on {} ({:.0} s), kproxy built from {}. `kproxy run --proxy-mode userspace` ({threads} \
+         relay threads, one per core, each a single-threaded tokio runtime with its own `SO_REUSEPORT` listener) and {} (`mode tcp`, `nbthread {threads}`, \
          `balance roundrobin`, otherwise its defaults; crates/bench/src/proxies.rs) in front of the same {} \
          backends, on the loopback of a fresh `kp-` network namespace per run. The backends are a tokio HTTP/1.1 \
          responder in crates/bench ({threads} workers; a {}-byte keep-alive reply with a {}-byte body and \

@@ -144,7 +144,7 @@ pub struct UserspaceResult {
     pub started: String,
     pub source: String,
     pub duration_s: f64,
-    /// kproxy's tokio workers (one per core) and HAProxy's `nbthread`.
+    /// kproxy's relay threads (one per core) and HAProxy's `nbthread`.
     pub threads: usize,
     pub backends: usize,
     pub wrk_threads: usize,

@@ -90,6 +90,10 @@ impl<D: Dataplane, R: RouteTable> Dataplane for Claiming<D, R> {
     fn listing(&self) -> Option<Arc<dyn kproxy_admin::listing::Listing>> {
         self.inner.listing()
     }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.inner.register_metrics(registry);
+    }
 }
 
 /// What has been claimed, and what could not be.

@@ -86,6 +86,7 @@ async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, on
     let mut metrics = Metrics::new();
     let kube_metrics = KubeMetrics::default();
     metrics.register(|registry| kube_metrics.register(registry));
+    metrics.register(|registry| dataplane.register_metrics(registry));
     let metrics = Arc::new(metrics);
     let health = Arc::new(Health::new(config.sync_period * 2));
     let (events_tx, events) = mpsc::channel(1024);

@@ -79,6 +79,18 @@ fn a_service_is_proxied_through_kproxy_and_listed() {
     assert!(table.contains(&format!("TCP  {frontend} rr    # ClusterIP default/web:http")), "{table}");
     assert!(table.contains(&format!("  -> 127.0.0.1:{backend_port}")), "{table}");
 
+    // The relay's own metrics: the greeting went through a copy buffer.
+    let mut conn = TcpStream::connect(metrics).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut body).unwrap();
+    let copied = body
+        .lines()
+        .find_map(|l| l.strip_prefix("kproxy_userspace_copied_bytes_total "))
+        .unwrap_or_else(|| panic!("no kproxy_userspace_copied_bytes_total in\n{body}"));
+    assert!(copied.parse::<u64>().unwrap() >= 23, "{copied}");
+    assert!(body.contains("kproxy_userspace_spliced_bytes_total 0"), "{body}");
+
     // Nothing listens on a free port: a clear error.
     let out = Command::new(env!("CARGO_BIN_EXE_kproxy"))
         .args(["list", "--address", &free_port().to_string()])

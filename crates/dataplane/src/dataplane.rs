@@ -56,4 +56,7 @@ pub trait Dataplane: Send {
     fn listing(&self) -> Option<std::sync::Arc<dyn kproxy_admin::listing::Listing>> {
         None
     }
+
+    /// Adds the mode's own metrics to the admin registry (once, at start).
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }

@@ -57,8 +57,10 @@ impl Target {
 
 /// A listening socket for `protocol` on `addr`. Non-local addresses (a
 /// cluster IP routed to this node) bind with `IP_FREEBIND` when
-/// `freebind` is set.
-pub fn bind(protocol: Protocol, addr: SocketAddr, freebind: bool) -> std::io::Result<Socket> {
+/// `freebind` is set; `reuse_port` lets the relay threads each listen on
+/// the same address (a socket that is not kproxy's still makes the bind
+/// fail: it does not share).
+pub fn bind(protocol: Protocol, addr: SocketAddr, freebind: bool, reuse_port: bool) -> std::io::Result<Socket> {
     let domain = Domain::for_address(addr);
     let socket = match protocol {
         Protocol::Tcp => Socket::new(domain, Type::STREAM, Some(socket2::Protocol::TCP))?,
@@ -66,6 +68,9 @@ pub fn bind(protocol: Protocol, addr: SocketAddr, freebind: bool) -> std::io::Re
         Protocol::Sctp => return Err(std::io::Error::other("SCTP is not served in userspace mode")),
     };
     socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     socket.set_nonblocking(true)?;
     if freebind {
         match addr.ip() {

@@ -18,6 +18,7 @@ mod service;
 mod splice;
 mod tcp;
 mod udp;
+mod workers;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -34,6 +35,7 @@ use tracing::warn;
 use frontend::Target;
 pub use service::{Counters, Service, Set};
 pub use tcp::Traffic;
+use workers::Workers;
 
 /// How the proxy behaves; [`Settings::default`] has the production values.
 #[derive(Clone, Debug)]
@@ -60,6 +62,9 @@ pub struct Settings {
     /// Move bulk transfers with `splice` (zero-copy) where the kernel can;
     /// otherwise, and for small messages, bytes are copied.
     pub splice: bool,
+    /// Relay threads for TCP (0: one per core), each accepting and
+    /// carrying its own connections.
+    pub workers: usize,
     /// Bind addresses that are not local (cluster IPs routed here) with
     /// `IP_FREEBIND`; needs `CAP_NET_ADMIN` only for routing them here.
     pub freebind: bool,
@@ -80,6 +85,7 @@ impl Default for Settings {
             tcp_idle_timeout: Duration::from_secs(24 * 3600),
             tcp_half_closed_timeout: Duration::from_secs(3600),
             splice: true,
+            workers: 0,
             freebind: true,
         }
     }
@@ -91,15 +97,17 @@ impl Settings {
     }
 }
 
-/// A listening frontend.
+/// A listening frontend: its accept loops (one per relay thread for TCP).
 struct Listening {
     target: Arc<Target>,
-    task: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -150,6 +158,9 @@ pub struct Userspace {
     published: Arc<Published>,
     settings: Arc<Settings>,
     traffic: Arc<Traffic>,
+    /// `None`: the threads could not start; TCP is then served on the
+    /// caller's runtime.
+    workers: Option<Workers>,
     services: HashMap<(ServicePortName, IpFamily), Arc<Service>>,
     listening: HashMap<(Protocol, SocketAddr), Listening>,
     /// Frontends that failed to listen, with the reason, until they work.
@@ -159,7 +170,15 @@ pub struct Userspace {
 impl Userspace {
     pub fn new(settings: Settings) -> Self {
         let published = Arc::new(Published { frontends: Default::default(), scheduler: settings.scheduler });
+        let workers = match Workers::start(settings.workers) {
+            Ok(workers) => Some(workers),
+            Err(e) => {
+                warn!(error = %e, "cannot start relay threads; serving TCP on the main runtime");
+                None
+            }
+        };
         Self {
+            workers,
             published,
             settings: Arc::new(settings),
             traffic: Arc::default(),
@@ -222,9 +241,9 @@ impl Userspace {
             }
             let target = Arc::new(Target::new(service, kind));
             match self.listen(protocol, addr, target.clone()) {
-                Ok(task) => {
+                Ok(tasks) => {
                     self.failed.remove(&(protocol, addr));
-                    self.listening.insert((protocol, addr), Listening { target, task });
+                    self.listening.insert((protocol, addr), Listening { target, tasks });
                 }
                 Err(e) => {
                     let reason = format!("frontend {addr}/{protocol}: cannot listen: {e}");
@@ -255,10 +274,43 @@ impl Userspace {
         SyncReport { summary, skipped }
     }
 
-    fn listen(&self, protocol: Protocol, addr: SocketAddr, target: Arc<Target>) -> std::io::Result<JoinHandle<()>> {
-        let socket = frontend::bind(protocol, addr, self.settings.freebind)?;
+    /// Listens on `addr`: for TCP one socket and accept loop per relay
+    /// thread, for UDP one socket on the caller's runtime.
+    fn listen(
+        &self,
+        protocol: Protocol,
+        addr: SocketAddr,
+        target: Arc<Target>,
+    ) -> std::io::Result<Vec<JoinHandle<()>>> {
+        let freebind = self.settings.freebind;
+        let handles = self.workers.as_ref().map_or(&[][..], Workers::handles);
+        if protocol == Protocol::Tcp && !handles.is_empty() {
+            // Every socket is bound before any serves: a taken port fails
+            // the frontend as a whole.
+            let sockets = handles
+                .iter()
+                .map(|_| frontend::bind(protocol, addr, freebind, true))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            let tasks = sockets
+                .into_iter()
+                .zip(handles)
+                .map(|(socket, handle)| {
+                    let (target, settings, traffic) = (target.clone(), self.settings.clone(), self.traffic.clone());
+                    // The listener registers with the runtime it is made
+                    // on: the relay thread's.
+                    handle.spawn(async move {
+                        match tokio::net::TcpListener::from_std(socket.into()) {
+                            Ok(listener) => tcp::serve(listener, target, settings, traffic).await,
+                            Err(e) => warn!(%addr, error = %e, "a relay thread cannot listen"),
+                        }
+                    })
+                })
+                .collect();
+            return Ok(tasks);
+        }
+        let socket = frontend::bind(protocol, addr, freebind, false)?;
         let settings = self.settings.clone();
-        Ok(match protocol {
+        Ok(vec![match protocol {
             Protocol::Tcp => {
                 let listener = tokio::net::TcpListener::from_std(socket.into())?;
                 tokio::spawn(tcp::serve(listener, target, settings, self.traffic.clone()))
@@ -267,7 +319,7 @@ impl Userspace {
                 let socket = tokio::net::UdpSocket::from_std(socket.into())?;
                 tokio::spawn(udp::serve(socket, target, settings))
             }
-        })
+        }])
     }
 }
 
@@ -282,5 +334,9 @@ impl Dataplane for Userspace {
 
     fn listing(&self) -> Option<Arc<dyn Listing>> {
         Some(self.published.clone())
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.traffic.register(registry);
     }
 }

@@ -5,7 +5,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::Ordering;
 
 use tokio::io::Interest;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -84,7 +83,7 @@ pub async fn relay(
                 Err(e) => return Err(e),
             }
         }
-        traffic.spliced.fetch_add(n as u64, Ordering::Relaxed);
+        traffic.spliced.inc_by(n as u64);
     }
 }
 

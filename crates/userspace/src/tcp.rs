@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -104,31 +106,50 @@ async fn relay(client: TcpStream, upstream: TcpStream, picked: &Picked, settings
             tokio::select! {
                 _ = rest => {}
                 () = clock.idle_for(settings.tcp_half_closed_timeout) => {
-                    traffic.idle_closed.fetch_add(1, Ordering::Relaxed);
+                    traffic.idle_closed.inc();
                 }
             }
             picked.counters.closed(true);
         }
         Some((Err(_), _)) => picked.counters.closed(false),
         None => {
-            traffic.idle_closed.fetch_add(1, Ordering::Relaxed);
+            traffic.idle_closed.inc();
             picked.counters.closed(false);
         }
     }
 }
 
-/// What the TCP relays moved, for every frontend of a proxy.
+/// What the TCP relays moved, for every frontend of a proxy; exported as
+/// `kproxy_userspace_*` metrics.
 #[derive(Debug, Default)]
 pub struct Traffic {
     /// Bytes copied through a userspace buffer.
-    pub copied: AtomicU64,
+    pub copied: Counter,
     /// Bytes moved with `splice` (never through userspace).
-    pub spliced: AtomicU64,
+    pub spliced: Counter,
     /// Directions that wanted to splice and could not (no pipe, or the
     /// sockets do not support it): they copy instead.
-    pub splice_fallbacks: AtomicU64,
+    pub splice_fallbacks: Counter,
     /// Connections closed for being idle.
-    pub idle_closed: AtomicU64,
+    pub idle_closed: Counter,
+}
+
+impl Traffic {
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("kproxy_userspace");
+        r.register("copied_bytes", "Bytes relayed through a userspace buffer", self.copied.clone());
+        r.register("spliced_bytes", "Bytes relayed with splice(2), never through userspace", self.spliced.clone());
+        r.register(
+            "splice_fallbacks",
+            "Bulk transfers that could not use splice (no pipe, or the sockets do not support it) and copied instead",
+            self.splice_fallbacks.clone(),
+        );
+        r.register(
+            "idle_closed_connections",
+            "TCP connections closed after their idle (or half-closed) timeout",
+            self.idle_closed.clone(),
+        );
+    }
 }
 
 /// When a relay last moved a byte, in milliseconds since it started;
@@ -194,7 +215,7 @@ async fn pipe(
             }
             clock.touch();
             to.write_all(&buf[..n]).await?;
-            traffic.copied.fetch_add(n as u64, Ordering::Relaxed);
+            traffic.copied.inc_by(n as u64);
             if n < buf.capacity() {
                 break false;
             }
@@ -216,7 +237,7 @@ async fn pipe(
             },
             Err(e) => debug!(error = %e, "no pipe for splice; copying"),
         }
-        traffic.splice_fallbacks.fetch_add(1, Ordering::Relaxed);
+        traffic.splice_fallbacks.inc();
         may_splice = false;
     }
 }

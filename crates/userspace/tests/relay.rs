@@ -50,9 +50,9 @@ async fn bulk_transfers_are_spliced_and_arrive_intact() {
     let back = echo_through(front, data.clone()).await;
     assert!(back == data, "8 MiB echoed intact (got {} bytes)", back.len());
     let traffic = proxy.traffic();
-    let spliced = traffic.spliced.load(Ordering::Relaxed);
+    let spliced = traffic.spliced.get();
     assert!(spliced > 8 << 20, "most of 16 MiB moved by splice, got {spliced}");
-    assert_eq!(traffic.splice_fallbacks.load(Ordering::Relaxed), 0);
+    assert_eq!(traffic.splice_fallbacks.get(), 0);
 }
 
 #[tokio::test]
@@ -65,8 +65,8 @@ async fn with_splice_off_bulk_transfers_are_copied_intact() {
     let back = echo_through(front, data.clone()).await;
     assert!(back == data, "4 MiB echoed intact (got {} bytes)", back.len());
     let traffic = proxy.traffic();
-    assert_eq!(traffic.spliced.load(Ordering::Relaxed), 0);
-    assert!(traffic.copied.load(Ordering::Relaxed) >= 8 << 20, "both directions copied");
+    assert_eq!(traffic.spliced.get(), 0);
+    assert!(traffic.copied.get() >= 8 << 20, "both directions copied");
 }
 
 /// Reads until the proxy closes the connection; `None` if it stays open
@@ -110,7 +110,7 @@ async fn an_idle_connection_is_closed_after_its_timeout_and_a_busy_one_is_not() 
     let mut busy = talker.await.unwrap().expect("the busy connection stayed open past three timeouts");
     // Once quiet, it goes too.
     assert!(closed_within(&mut busy, Duration::from_secs(3)).await.is_some());
-    assert_eq!(proxy.traffic().idle_closed.load(Ordering::Relaxed), 2);
+    assert_eq!(proxy.traffic().idle_closed.get(), 2);
 }
 
 /// A backend that says its name, reads until the client's end, then keeps

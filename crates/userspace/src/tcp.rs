@@ -22,6 +22,9 @@ use crate::{buffers, splice};
 /// already accepted carry on in their own tasks.
 pub async fn serve(listener: TcpListener, target: Arc<Target>, settings: Arc<Settings>, traffic: Arc<Traffic>) {
     let frontend = listener.local_addr().ok();
+    // A listener on one address is every connection's local address: no
+    // getsockname per connection (a wildcard one asks each time).
+    let bound = frontend.filter(|a| !a.ip().is_unspecified());
     loop {
         let (client, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -33,12 +36,19 @@ pub async fn serve(listener: TcpListener, target: Arc<Target>, settings: Arc<Set
             }
         };
         let (target, settings, traffic) = (target.clone(), settings.clone(), traffic.clone());
-        tokio::spawn(async move { connection(client, peer, &target, &settings, &traffic).await });
+        tokio::spawn(async move { connection(client, peer, bound, &target, &settings, &traffic).await });
     }
 }
 
-async fn connection(client: TcpStream, peer: SocketAddr, target: &Target, settings: &Settings, traffic: &Traffic) {
-    let Ok(frontend) = client.local_addr() else { return };
+async fn connection(
+    client: TcpStream,
+    peer: SocketAddr,
+    bound: Option<SocketAddr>,
+    target: &Target,
+    settings: &Settings,
+    traffic: &Traffic,
+) {
+    let Some(frontend) = bound.or_else(|| client.local_addr().ok()) else { return };
     let Some((upstream, picked)) = connect(peer, frontend, target, settings).await else {
         // Nothing to connect to: reset, as a closed port would.
         let _ = socket2::SockRef::from(&client).set_linger(Some(std::time::Duration::ZERO));
@@ -228,7 +238,9 @@ async fn pipe(
             continue;
         }
         match splice::Pipe::new() {
-            Ok(pipe) => match splice::relay(&from, &mut to, &pipe, clock, traffic).await? {
+            // Boxed: only splicing connections pay for its state, which
+            // would otherwise be in every idle connection's future.
+            Ok(pipe) => match Box::pin(splice::relay(&from, &mut to, &pipe, clock, traffic)).await? {
                 splice::Ended::Eof => {
                     let _ = to.shutdown().await;
                     return Ok(());

@@ -43,9 +43,12 @@ async fn lc_sends_new_connections_to_the_less_busy_endpoint() {
     sync(&mut proxy, &state(vec![port(Protocol::Tcp, &[front], &[a, b], Some(Scheduler::Lc))])).await;
     let mut held = TcpStream::connect(front).await.unwrap();
     let first = name_of(&mut held).await.unwrap();
+    let (busy, idle) = if first == "a" { (a, b) } else { (b, a) };
     for _ in 0..3 {
         let other = who(front).await.unwrap();
         assert_ne!(other, first, "the endpoint holding a connection is busier");
+        // The proxy counts the close when it sees it: wait for that.
+        settle(&proxy, front, &[(busy, (1, 0)), (idle, (0, 0))]).await;
     }
 }
 

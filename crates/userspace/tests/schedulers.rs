@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use kproxy_dataplane::Dataplane;
 use kproxy_model::{Protocol, Scheduler, ServicePort};
 use kproxy_sched::{BUCKETS, Member, hash_bucket, hash_buckets, maglev_slot, maglev_table, member_id, wrr_table};
 use kproxy_userspace::Userspace;
@@ -75,27 +74,6 @@ async fn tally(frontend: SocketAddr, n: usize) -> BTreeMap<String, usize> {
         *counts.entry(who(frontend).await.expect("an endpoint answers")).or_insert(0) += 1;
     }
     counts
-}
-
-/// Waits until the proxy counts `(active, inactive)` connections to each of
-/// `want` for `frontend`: closes are counted asynchronously, and the next
-/// pick must see them.
-async fn settle(proxy: &Userspace, frontend: SocketAddr, want: &[(SocketAddr, (u32, u32))]) {
-    let listing = proxy.listing().expect("the userspace mode lists itself");
-    let mut last = BTreeMap::new();
-    for _ in 0..400 {
-        let vs = listing.list().into_iter().find(|vs| vs.frontend == frontend.to_string()).expect("frontend listed");
-        last = vs
-            .endpoints
-            .iter()
-            .map(|rs| (rs.address.clone(), (rs.active.unwrap_or(0), rs.inactive.unwrap_or(0))))
-            .collect();
-        if want.iter().all(|(addr, load)| last.get(&addr.to_string()) == Some(load)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("counts never became {want:?}: {last:?}");
 }
 
 fn weighted(mut p: ServicePort, weights: &[(SocketAddr, u32)]) -> ServicePort {

@@ -132,3 +132,24 @@ pub async fn name_of(s: &mut TcpStream) -> Option<String> {
     }
     None
 }
+
+/// Waits until the proxy counts `(active, inactive)` connections to each of
+/// `want` for `frontend`: closes are counted asynchronously, and the next
+/// pick must see them.
+pub async fn settle(proxy: &Userspace, frontend: SocketAddr, want: &[(SocketAddr, (u32, u32))]) {
+    let listing = proxy.listing().expect("the userspace mode lists itself");
+    let mut last = std::collections::BTreeMap::new();
+    for _ in 0..400 {
+        let vs = listing.list().into_iter().find(|vs| vs.frontend == frontend.to_string()).expect("frontend listed");
+        last = vs
+            .endpoints
+            .iter()
+            .map(|rs| (rs.address.clone(), (rs.active.unwrap_or(0), rs.inactive.unwrap_or(0))))
+            .collect();
+        if want.iter().all(|(addr, load)| last.get(&addr.to_string()) == Some(load)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("counts never became {want:?}: {last:?}");
+}

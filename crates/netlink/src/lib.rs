@@ -6,6 +6,7 @@
 
 mod addresses;
 pub mod conntrack;
+pub mod ipvs;
 pub mod nft;
 pub mod routes;
 

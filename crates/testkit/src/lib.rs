@@ -9,6 +9,7 @@
 pub mod apiserver;
 pub mod objects;
 pub mod scenario;
+pub mod vm;
 
 pub use objects::{EndpointBuilder, NodeBuilder, PodBuilder, ServiceBuilder, SliceBuilder, node, pod, service, slice};
 pub use scenario::Scenario;

@@ -1,0 +1,132 @@
+//! The planner's values: virtual servers, real servers, the plan, and what
+//! the kernel reports. Plain data; ordering is total so output is sorted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use kproxy_model::{IpFamily, Protocol, ServicePortName};
+
+/// What identifies a virtual server: protocol, virtual address and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServerKey {
+    pub protocol: Protocol,
+    pub addr: IpAddr,
+    pub port: u16,
+}
+
+/// `ipvsadm -Ln` spelling: `TCP  10.96.0.10:80`, IPv6 in brackets.
+impl fmt::Display for ServerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.protocol, SocketAddr::new(self.addr, self.port))
+    }
+}
+
+/// A real server (IPVS destination) behind a virtual server. Always
+/// masquerading; thresholds are not used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RealServer {
+    pub addr: IpAddr,
+    pub port: u16,
+    /// 0 quiesces: no new connections, existing ones continue.
+    pub weight: u32,
+}
+
+impl RealServer {
+    pub fn socket_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.addr, self.port)
+    }
+}
+
+/// One IPVS virtual server (service).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VirtualServer {
+    pub protocol: Protocol,
+    pub addr: IpAddr,
+    pub port: u16,
+    /// The kernel scheduler's name without `ip_vs_` (`rr`, `wrr`, `sh`, ...).
+    pub scheduler: String,
+    /// Persistence timeout in seconds, from `sessionAffinity: ClientIP`.
+    /// The netmask is always the whole address ([`Self::netmask`]).
+    pub persistence: Option<u32>,
+    /// Sorted by address and port, no duplicates.
+    pub destinations: Vec<RealServer>,
+}
+
+impl VirtualServer {
+    pub fn key(&self) -> ServerKey {
+        ServerKey { protocol: self.protocol, addr: self.addr, port: self.port }
+    }
+
+    /// Persistence granularity: one client address (/32 or /128), as
+    /// `sessionAffinity: ClientIP` means.
+    pub fn netmask(&self) -> u8 {
+        match IpFamily::of(&self.addr) {
+            IpFamily::V4 => 32,
+            IpFamily::V6 => 128,
+        }
+    }
+
+    /// The settings [`crate::Op::EditServer`] changes, without destinations.
+    pub(crate) fn same_settings(&self, other: &VirtualServer) -> bool {
+        self.scheduler == other.scheduler && self.persistence == other.persistence
+    }
+}
+
+/// A service port the planner could not program, and why.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rejected {
+    pub port: ServicePortName,
+    pub family: IpFamily,
+    pub reason: String,
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.port, self.family, self.reason)
+    }
+}
+
+/// Everything the IPVS mode wants in the kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub servers: BTreeMap<ServerKey, VirtualServer>,
+    /// Addresses to bind on `kube-ipvs0` so the node accepts traffic to
+    /// them: cluster, external and load-balancer IPs. Node-port addresses
+    /// are the node's own and are not bound.
+    pub addresses: BTreeSet<IpAddr>,
+    /// Sorted by service port, then family.
+    pub rejected: Vec<Rejected>,
+}
+
+/// Connection counts of a destination, as the kernel reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Connections {
+    pub active: u32,
+    pub inactive: u32,
+}
+
+impl Connections {
+    pub fn drained(&self) -> bool {
+        self.active == 0 && self.inactive == 0
+    }
+}
+
+/// A virtual server as the kernel holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedServer {
+    pub server: VirtualServer,
+    /// Per destination address; a destination missing here has none.
+    pub connections: BTreeMap<SocketAddr, Connections>,
+}
+
+impl ObservedServer {
+    /// A server with no connections on any destination.
+    pub fn idle(server: VirtualServer) -> Self {
+        Self { server, connections: BTreeMap::new() }
+    }
+
+    pub fn connections_of(&self, dest: SocketAddr) -> Connections {
+        self.connections.get(&dest).copied().unwrap_or_default()
+    }
+}

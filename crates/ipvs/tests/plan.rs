@@ -1,0 +1,158 @@
+//! From Kubernetes objects through kproxy-state to a plan, and plans over
+//! time applied to an in-memory kernel.
+
+use std::collections::BTreeMap;
+
+use kproxy_ipvs::{Connections, ObservedServer, Op, PlanConfig, ServerKey, plan};
+use kproxy_model::Protocol;
+use kproxy_state::StateConfig;
+use kproxy_testkit::{EndpointBuilder as Ep, Scenario, node, service, slice};
+
+fn scenario() -> Scenario {
+    let mut s = Scenario::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
+    s.node(node("node-a").address("InternalIP", "192.168.77.1").build());
+    s
+}
+
+/// default/web: LoadBalancer with `externalTrafficPolicy: Local`, ClientIP
+/// affinity, the wrr scheduler and weights from annotations.
+fn web(s: &mut Scenario, endpoints: &[(&str, &str)]) {
+    let mut svc = service("default", "web")
+        .type_("LoadBalancer")
+        .cluster_ip("10.96.0.10")
+        .external_ips(&["203.0.113.7"])
+        .load_balancer_ingress("198.51.100.1", None)
+        .port("http", "TCP", 80)
+        .node_port(30080)
+        .external_traffic_policy("Local")
+        .session_affinity("ClientIP", Some(600))
+        .build();
+    svc.metadata.annotations = Some(
+        [
+            ("kproxy.io/scheduler".to_owned(), "wrr".to_owned()),
+            ("kproxy.io/weights".to_owned(), "10.244.2.10=3".to_owned()),
+        ]
+        .into(),
+    );
+    s.service(svc);
+    let sl = endpoints.iter().fold(slice("default", "web-1", "web").port("http", "TCP", 8080), |sl, (ip, n)| {
+        sl.endpoint(Ep::new(ip).node(n))
+    });
+    s.slice(sl.build());
+}
+
+fn key(addr: &str, port: u16) -> ServerKey {
+    ServerKey { protocol: Protocol::Tcp, addr: addr.parse().expect("test address"), port }
+}
+
+#[test]
+fn a_load_balancer_service_plans_every_frontend_from_the_annotations() {
+    let mut s = scenario();
+    web(&mut s, &[("10.244.1.10", "node-a"), ("10.244.2.10", "node-b")]);
+    s.sync();
+    let plan = plan(s.state(), &PlanConfig::default());
+    assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
+    let summary: Vec<String> = plan
+        .servers
+        .values()
+        .map(|v| {
+            let dests: Vec<String> =
+                v.destinations.iter().map(|d| format!("{}/{}", d.socket_addr(), d.weight)).collect();
+            format!("{} {} {:?} {}", v.key(), v.scheduler, v.persistence, dests.join(","))
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "TCP 10.96.0.10:80 wrr Some(600) 10.244.1.10:8080/1,10.244.2.10:8080/3",
+            "TCP 192.168.77.1:30080 wrr Some(600) 10.244.1.10:8080/1",
+            "TCP 198.51.100.1:80 wrr Some(600) 10.244.1.10:8080/1",
+            "TCP 203.0.113.7:80 wrr Some(600) 10.244.1.10:8080/1",
+        ]
+    );
+    let addresses: Vec<String> = plan.addresses.iter().map(ToString::to_string).collect();
+    assert_eq!(addresses, ["10.96.0.10", "198.51.100.1", "203.0.113.7"]);
+}
+
+#[test]
+fn a_random_scheduler_annotation_is_rejected_naming_the_service_port() {
+    let mut s = scenario();
+    let mut svc = service("default", "dice").cluster_ip("10.96.0.30").port("http", "TCP", 80).build();
+    svc.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "random".to_owned())].into());
+    s.service(svc);
+    s.sync();
+    let plan = plan(s.state(), &PlanConfig::default());
+    assert!(plan.servers.is_empty());
+    let rejected: Vec<String> = plan.rejected.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        rejected,
+        ["default/dice:http/TCP (IPv4): scheduler random has no IPVS equivalent on the supported kernels"]
+    );
+}
+
+/// Applies ops the way the kernel would, with no connections anywhere.
+fn apply(kernel: &mut BTreeMap<ServerKey, ObservedServer>, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::AddServer(v) => {
+                kernel.insert(v.key(), ObservedServer::idle(v.clone()));
+            }
+            Op::EditServer(v) => {
+                let have = &mut kernel.get_mut(&v.key()).expect("edited server exists").server;
+                have.scheduler.clone_from(&v.scheduler);
+                have.persistence = v.persistence;
+            }
+            Op::DeleteServer(k) => {
+                kernel.remove(k).expect("deleted server exists");
+            }
+            Op::AddDest { server, dest } | Op::EditDest { server, dest } => {
+                let dests = &mut kernel.get_mut(server).expect("server exists").server.destinations;
+                dests.retain(|d| d.socket_addr() != dest.socket_addr());
+                dests.push(*dest);
+                dests.sort();
+            }
+            Op::DeleteDest { server, dest } => {
+                let dests = &mut kernel.get_mut(server).expect("server exists").server.destinations;
+                dests.retain(|d| d.socket_addr() != *dest);
+            }
+        }
+    }
+}
+
+#[test]
+fn syncs_converge_on_the_plan_and_drain_a_removed_endpoint() {
+    let mut s = scenario();
+    let mut kernel = BTreeMap::new();
+    web(&mut s, &[("10.244.1.10", "node-a"), ("10.244.2.10", "node-b")]);
+    s.sync();
+    let first = plan(s.state(), &PlanConfig::default());
+    let ops = kproxy_ipvs::diff(&kernel, &first.servers, &[]);
+    apply(&mut kernel, &ops);
+    assert_eq!(kproxy_ipvs::diff(&kernel, &first.servers, &[]), [], "converged");
+
+    // node-b's endpoint leaves while it holds a connection through the cluster IP.
+    web(&mut s, &[("10.244.1.10", "node-a")]);
+    s.sync();
+    let second = plan(s.state(), &PlanConfig::default());
+    let cluster_ip = key("10.96.0.10", 80);
+    let busy = "10.244.2.10:8080".parse().expect("test socket address");
+    kernel.get_mut(&cluster_ip).expect("planned").connections.insert(busy, Connections { active: 1, inactive: 0 });
+    let ops = kproxy_ipvs::diff(&kernel, &second.servers, &[]);
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    assert!(matches!(ops[0], Op::EditDest { server, dest } if server == cluster_ip && dest.weight == 0));
+    apply(&mut kernel, &ops);
+
+    kernel.get_mut(&cluster_ip).expect("planned").connections.clear();
+    let ops = kproxy_ipvs::diff(&kernel, &second.servers, &[]);
+    assert_eq!(ops, [Op::DeleteDest { server: cluster_ip, dest: busy }]);
+    apply(&mut kernel, &ops);
+    assert_eq!(kproxy_ipvs::diff(&kernel, &second.servers, &[]), []);
+
+    // The service goes away: every server it had is deleted.
+    s.delete(kproxy_state::Kind::Service, "default", "web");
+    s.sync();
+    let third = plan(s.state(), &PlanConfig::default());
+    let ops = kproxy_ipvs::diff(&kernel, &third.servers, &[]);
+    assert_eq!(ops.len(), 4);
+    assert!(ops.iter().all(|op| matches!(op, Op::DeleteServer(_))));
+}

@@ -30,18 +30,14 @@ pub fn runner() -> PathBuf {
 }
 
 /// Runs the test `name` of the current test binary inside the VM (as root,
-/// `IPVS_QEMU_GUEST` set) with `files` next to it in the payload folder;
-/// panics with the guest's console unless the test passed there.
-pub fn run_test_with(name: &str, files: &[&Path]) {
+/// `IPVS_QEMU_GUEST` set); panics with the guest's console unless the test
+/// passed there.
+pub fn run_test(name: &str) {
     let exe = std::env::current_exe().expect("the test binary's path");
     let payload = std::env::temp_dir().join(format!("kproxy-vm-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&payload);
     std::fs::create_dir_all(&payload).expect("a payload folder");
     std::fs::copy(&exe, payload.join("test")).expect("copying the test binary into the payload");
-    for file in files {
-        let target = payload.join(file.file_name().expect("a file name"));
-        std::fs::copy(file, &target).unwrap_or_else(|e| panic!("copying {} into the payload: {e}", file.display()));
-    }
     let output = Command::new(runner())
         .arg("--payload")
         .arg(&payload)
@@ -60,9 +56,4 @@ pub fn run_test_with(name: &str, files: &[&Path]) {
         None => "run.sh was killed".to_string(),
     };
     panic!("{name}: {verdict}\n--- console ---\n{console}\n--- run.sh ---\n{log}");
-}
-
-/// [`run_test_with`] without extra files.
-pub fn run_test(name: &str) {
-    run_test_with(name, &[]);
 }

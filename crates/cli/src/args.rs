@@ -123,10 +123,14 @@ pub struct TraceArgs {
 
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
-    /// Proxy mode whose objects to remove: nftables (its tables) or userspace
+    /// Proxy mode whose objects to remove: nftables (its tables), ipvs (its
+    /// virtual servers, kube-ipvs0 and its companion tables) or userspace
     /// (its local routes).
     #[arg(long = "proxy-mode", value_name = "MODE", default_value = "nftables")]
     pub mode: String,
+    /// ipvs: virtual servers in these CIDRs are left alone (ipvs.excludeCIDRs).
+    #[arg(long = "ipvs-exclude-cidrs", value_name = "CIDRS", value_delimiter = ',')]
+    pub ipvs_exclude_cidrs: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,7 +1,8 @@
 //! Which dataplane runs, and its settings from the configuration.
 
 use kproxy_config::{Config, DetectLocalMode, ProxyMode};
-use kproxy_dataplane::{Dataplane, DryRun, Nftables};
+use kproxy_dataplane::{Dataplane, DryRun, Ipvs, IpvsConfig, Nftables};
+use kproxy_netlink::ipvs::Timeouts;
 use kproxy_nftables::{LocalDetector, PlanConfig};
 use kproxy_userspace::{Settings, Userspace};
 use tracing::warn;
@@ -34,9 +35,15 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
             }
             Ok(Some(ProxyMode::Nftables))
         }
+        Some(ProxyMode::Ipvs) => {
+            if !is_root() {
+                return Err(UsageError("--proxy-mode ipvs: programming IPVS needs root (CAP_NET_ADMIN)".into()).into());
+            }
+            Ok(Some(ProxyMode::Ipvs))
+        }
         Some(ProxyMode::Userspace) => Ok(Some(ProxyMode::Userspace)),
         Some(mode) => Err(UsageError(format!(
-            "--proxy-mode {mode}: not available in this build yet (available: nftables, userspace; \
+            "--proxy-mode {mode}: not available in this build yet (available: nftables, ipvs, userspace; \
              --dry-run computes and serves the state without programming the node)"
         ))
         .into()),
@@ -92,13 +99,47 @@ fn tcp_be_liberal() -> bool {
     std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal").is_ok_and(|v| v.trim() == "1")
 }
 
+/// The IPVS mode's settings: `ipvs.*`, and the nftables planner's
+/// settings for the companion table.
+pub fn ipvs_config(config: &Config) -> anyhow::Result<IpvsConfig> {
+    let ipvs = &config.ipvs;
+    let default_scheduler = match ipvs.scheduler.as_str() {
+        "" => None,
+        name => Some(
+            name.parse::<kproxy_model::Scheduler>()
+                .map_err(|()| UsageError(format!("ipvs.scheduler {name:?}: not a scheduler kproxy knows")))?,
+        ),
+    };
+    if let Some(s) = default_scheduler
+        && kproxy_ipvs::ipvs_scheduler(s).is_none()
+    {
+        return Err(UsageError(format!("ipvs.scheduler {s}: the kernel's IPVS has no such scheduler")).into());
+    }
+    let seconds = |d: std::time::Duration| u32::try_from(d.as_secs()).unwrap_or(u32::MAX);
+    Ok(IpvsConfig {
+        plan: kproxy_ipvs::PlanConfig { default_scheduler, node_port_addresses: None },
+        companion: nftables_config(config),
+        exclude_cidrs: ipvs.exclude_cidrs.clone(),
+        strict_arp: ipvs.strict_arp,
+        timeouts: Timeouts {
+            tcp: seconds(ipvs.tcp_timeout),
+            tcp_fin: seconds(ipvs.tcp_fin_timeout),
+            udp: seconds(ipvs.udp_timeout),
+        },
+    })
+}
+
 /// The dataplane for `mode` (`None`: the dry run).
-pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> Box<dyn Dataplane> {
-    match mode {
+pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Box<dyn Dataplane>> {
+    Ok(match mode {
         Some(ProxyMode::Nftables) => Box::new(Nftables::new(nftables_config(config))),
+        Some(ProxyMode::Ipvs) => {
+            let settings = ipvs_config(config)?;
+            Box::new(Ipvs::new(settings).map_err(|e| anyhow::anyhow!("--proxy-mode ipvs: {e}"))?)
+        }
         Some(ProxyMode::Userspace) => {
             Box::new(crate::claim::Claiming::on_this_host(Userspace::new(userspace_settings(config))))
         }
         _ => Box::new(DryRun),
-    }
+    })
 }

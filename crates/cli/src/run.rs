@@ -61,7 +61,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if mode.is_some() {
         crate::coexist::refuse_kube_proxy(&config)?;
     }
-    let dataplane = crate::mode::dataplane(&config, mode);
+    let dataplane = crate::mode::dataplane(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config, source, dataplane, args.once))
 }

@@ -6,13 +6,18 @@
 //! syncPeriod, retrying with backoff after a failure (the retry is a full
 //! sync), and a full sync every hour.
 
+mod conntrack;
 mod dataplane;
 mod dry_run;
+mod ipvs;
 mod nftables;
 mod no_local;
 mod runner;
 
 pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 pub use dry_run::DryRun;
+pub use ipvs::{
+    Cleaned as CleanedIpvs, INTERFACE as IPVS_INTERFACE, Ipvs, IpvsConfig, IpvsError, cleanup as cleanup_ipvs,
+};
 pub use nftables::{Nftables, NftablesError, cleanup as cleanup_nftables, nft};
 pub use runner::{Runner, RunnerConfig, RunnerHandles};

@@ -8,18 +8,16 @@
 //! tables. The `nft` tool is not needed at runtime; [`nft`] remains for
 //! tests, benchmarks and debugging.
 
-use std::collections::{BTreeSet, HashSet};
-use std::net::SocketAddr;
+use std::collections::BTreeSet;
 use std::process::Stdio;
 
-use kproxy_model::{Changes, IpFamily};
-use kproxy_netlink::conntrack::{self, Flow};
+use kproxy_model::IpFamily;
 use kproxy_netlink::nft::{self as netlink, ApplyError, IntervalSets};
 use kproxy_nftables::{Applied, FamilyPlan, Op, Plan, PlanConfig, plan, render};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
-use tracing::{debug, warn};
 
+use crate::conntrack::flush_stale_udp;
 use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 
 /// What can go wrong talking to the kernel.
@@ -127,7 +125,7 @@ fn release_freed_memory() {
 }
 
 /// The error for a refused plan, naming the first op the kernel refused.
-fn refused(plan: &Plan, error: ApplyError) -> NftablesError {
+pub(crate) fn refused(plan: &Plan, error: ApplyError) -> NftablesError {
     let ApplyError::Rejected(errors) = &error else { return NftablesError::Apply(error) };
     let Some(first) = errors.first() else { return NftablesError::Apply(error) };
     let op = first
@@ -177,41 +175,6 @@ pub async fn nft(script: &str) -> Result<(), NftablesError> {
         let stderr: Vec<&str> = stderr.lines().take(6).collect();
         Err(NftablesError::Rejected { stderr: stderr.join(" | ") })
     }
-}
-
-/// Deletes the conntrack entries that would keep clients on a UDP endpoint
-/// no longer used, or on a rejection cached before a frontend had
-/// endpoints (SEMANTICS.md, "Conntrack"): one ctnetlink dump of the UDP
-/// flows per family that has any, however many frontends changed.
-/// Failures are logged, not fatal: the rules are right; only stale flows
-/// may linger. Returns how many entries were deleted.
-async fn flush_stale_udp(changes: &Changes) -> usize {
-    let mut deleted = 0;
-    for family in IpFamily::ALL {
-        let frontends: HashSet<SocketAddr> =
-            changes.stale_udp_frontends.iter().copied().filter(|f| IpFamily::of(&f.ip()) == family).collect();
-        let pairs: HashSet<(SocketAddr, SocketAddr)> = changes
-            .stale_udp_endpoints
-            .iter()
-            .filter(|s| IpFamily::of(&s.frontend.ip()) == family)
-            .map(|s| (s.frontend, s.endpoint))
-            .collect();
-        if frontends.is_empty() && pairs.is_empty() {
-            continue;
-        }
-        let stale = move |f: &Flow| frontends.contains(&f.orig_dst) || pairs.contains(&(f.orig_dst, f.reply_src));
-        let result = tokio::task::spawn_blocking(move || conntrack::delete_udp(family, stale))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        match result {
-            Ok(n) => {
-                debug!(%family, deleted = n, "stale UDP conntrack entries deleted");
-                deleted += n;
-            }
-            Err(e) => warn!(%family, error = %e, "conntrack cleanup failed; stale UDP flows may linger"),
-        }
-    }
-    deleted
 }
 
 /// Removes kproxy's tables, and nothing else. Missing tables are fine.

@@ -13,6 +13,7 @@
 //! telling in-cluster sources apart) belongs to the companion nftables
 //! table, not to this crate.
 
+pub mod companion;
 mod config;
 mod diff;
 mod plan;
@@ -21,4 +22,4 @@ mod types;
 pub use config::PlanConfig;
 pub use diff::{Op, diff};
 pub use plan::{ipvs_scheduler, plan};
-pub use types::{Connections, ObservedServer, Plan, RealServer, Rejected, ServerKey, VirtualServer};
+pub use types::{Connections, ObservedServer, Owner, Plan, RealServer, Rejected, ServerKey, VirtualServer};

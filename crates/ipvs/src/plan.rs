@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use kproxy_model::{Endpoint, Frontend, FrontendKind, IpFamily, ProxyState, Scheduler, ServicePort, ServicePortName};
+use kproxy_model::{Endpoint, Frontend, FrontendKind, IpFamily, ProxyState, Scheduler, ServicePort};
 
 use crate::config::PlanConfig;
-use crate::types::{Plan, RealServer, Rejected, ServerKey, VirtualServer};
+use crate::types::{Owner as Claim, Plan, RealServer, Rejected, ServerKey, VirtualServer};
 
 /// The IPVS name of `scheduler`, or `None` when the kernels kproxy targets
 /// (6.1) have no such IPVS scheduler. `random` is not an IPVS scheduler at
@@ -28,14 +28,6 @@ pub fn ipvs_scheduler(scheduler: Scheduler) -> Option<&'static str> {
         | Scheduler::Lblc
         | Scheduler::Lblcr => Some(scheduler.as_str()),
     }
-}
-
-/// Which service port a virtual server came from, for resolving two ports
-/// that claim the same `protocol addr:port`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Claim {
-    kind: FrontendKind,
-    port: ServicePortName,
 }
 
 /// Every virtual server, `kube-ipvs0` address and rejected service port
@@ -100,6 +92,7 @@ pub fn plan(state: &ProxyState, config: &PlanConfig) -> Plan {
         .collect();
     out.rejected.sort();
     out.rejected.dedup();
+    out.owners = claims;
     out
 }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use kproxy_model::{IpFamily, Protocol, ServicePortName};
+use kproxy_model::{FrontendKind, IpFamily, Protocol, ServicePortName};
 
 /// What identifies a virtual server: protocol, virtual address and port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,6 +97,15 @@ pub struct Plan {
     pub addresses: BTreeSet<IpAddr>,
     /// Sorted by service port, then family.
     pub rejected: Vec<Rejected>,
+    /// Which service port and frontend kind each server serves.
+    pub owners: BTreeMap<ServerKey, Owner>,
+}
+
+/// The service port a virtual server belongs to, and as which frontend.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Owner {
+    pub kind: FrontendKind,
+    pub port: ServicePortName,
 }
 
 /// Connection counts of a destination, as the kernel reports them.

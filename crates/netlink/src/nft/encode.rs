@@ -91,7 +91,14 @@ impl IntervalSets {
 /// Encodes a whole plan as one batch, its messages numbered from `seq`;
 /// `sets` are the interval sets the tables hold before it.
 pub fn encode(plan: &Plan, seq: u32, sets: &IntervalSets) -> Encoded {
+    encode_table(names::TABLE, plan, seq, sets)
+}
+
+/// [`encode`] for a table of another name (the IPVS mode's companion
+/// table holds the same kinds of objects).
+pub fn encode_table(table: &'static str, plan: &Plan, seq: u32, sets: &IntervalSets) -> Encoded {
     let mut e = Encoder::new(seq, sets.clone());
+    e.table = table;
     for (fi, family_plan) in plan.families.iter().enumerate() {
         let Some(family) = family_plan.family else { continue };
         for (oi, op) in family_plan.ops.iter().enumerate() {
@@ -113,6 +120,8 @@ pub struct Encoder {
     origin: Option<(usize, usize)>,
     /// As of the op being encoded.
     pub(crate) interval_sets: IntervalSets,
+    /// The table every message addresses.
+    pub(crate) table: &'static str,
 }
 
 impl Encoder {
@@ -120,7 +129,16 @@ impl Encoder {
         let mut w = Writer::with_seq(seq);
         let first_seq = w.begin(MSG_BATCH_BEGIN, NLM_F_REQUEST, 0, SUBSYS_NFTABLES);
         w.end();
-        Self { w, ids: HashMap::new(), next_id: 1, first_seq, origins: vec![None], origin: None, interval_sets }
+        Self {
+            w,
+            ids: HashMap::new(),
+            next_id: 1,
+            first_seq,
+            origins: vec![None],
+            origin: None,
+            interval_sets,
+            table: names::TABLE,
+        }
     }
 
     pub fn finish(mut self) -> Encoded {
@@ -157,7 +175,7 @@ impl Encoder {
         match op {
             Op::AddTable => {
                 self.begin(family, msg::NEWTABLE, NLM_F_REQUEST);
-                self.w.str(table::NAME, names::TABLE);
+                self.w.str(table::NAME, self.table);
                 self.w.u32(table::FLAGS, 0);
                 let mut udata = Vec::new();
                 udata_str(&mut udata, 0, "kproxy: Kubernetes services");
@@ -166,32 +184,32 @@ impl Encoder {
             }
             Op::DeleteTable => {
                 self.begin(family, msg::DELTABLE, NLM_F_REQUEST);
-                self.w.str(table::NAME, names::TABLE);
+                self.w.str(table::NAME, self.table);
                 self.w.end();
             }
             Op::AddSet(set) => self.add_set(family, set),
             Op::FlushSet(set) => {
                 self.begin(family, msg::DELSETELEM, NLM_F_REQUEST);
                 self.w.str(elem_list::SET, &set.name);
-                self.w.str(elem_list::TABLE, names::TABLE);
+                self.w.str(elem_list::TABLE, self.table);
                 self.w.end();
             }
             Op::DeleteSet(set) => {
                 self.begin(family, msg::DELSET, NLM_F_REQUEST);
-                self.w.str(set::TABLE, names::TABLE);
+                self.w.str(set::TABLE, self.table);
                 self.w.str(set::NAME, &set.name);
                 self.w.end();
             }
             Op::AddChain(chain) => self.add_chain(family, chain),
             Op::FlushChain(name) => {
                 self.begin(family, msg::DELRULE, NLM_F_REQUEST);
-                self.w.str(rule::TABLE, names::TABLE);
+                self.w.str(rule::TABLE, self.table);
                 self.w.str(rule::CHAIN, name);
                 self.w.end();
             }
             Op::DeleteChain(name) => {
                 self.begin(family, msg::DELCHAIN, NLM_F_REQUEST);
-                self.w.str(chain::TABLE, names::TABLE);
+                self.w.str(chain::TABLE, self.table);
                 self.w.str(chain::NAME, name);
                 self.w.end();
             }
@@ -203,7 +221,7 @@ impl Encoder {
 
     fn add_chain(&mut self, family: IpFamily, c: &Chain) {
         self.begin(family, msg::NEWCHAIN, NLM_F_REQUEST | NLM_F_CREATE);
-        self.w.str(chain::TABLE, names::TABLE);
+        self.w.str(chain::TABLE, self.table);
         self.w.str(chain::NAME, &c.name);
         if let Some(BaseChain { kind, hook, priority }) = c.base {
             self.w.str(
@@ -234,7 +252,7 @@ impl Encoder {
     fn add_set(&mut self, family: IpFamily, s: &SetDef) {
         let id = self.fresh_id(family, &s.name);
         self.begin(family, msg::NEWSET, NLM_F_REQUEST | NLM_F_CREATE);
-        self.w.str(set::TABLE, names::TABLE);
+        self.w.str(set::TABLE, self.table);
         self.w.str(set::NAME, &s.name);
         let concat = s.key.len() > 1;
         let mut flags = 0;
@@ -307,7 +325,7 @@ impl Encoder {
         } else {
             self.begin(family, msg::DELSETELEM, NLM_F_REQUEST);
         }
-        self.w.str(elem_list::TABLE, names::TABLE);
+        self.w.str(elem_list::TABLE, self.table);
         self.w.str(elem_list::SET, set);
         if add {
             let id = self.set_id(family, set);

@@ -51,7 +51,7 @@ pub(crate) fn add_rule(e: &mut Encoder, family: IpFamily, chain: &str, r: &Rule)
     let intervals: Vec<&str> = ids.iter().map(|(n, _)| *n).filter(|n| e.interval_sets.contains(family, n)).collect();
 
     e.begin(family, msg::NEWRULE, RULE_FLAGS);
-    e.w.str(rule::TABLE, names::TABLE);
+    e.w.str(rule::TABLE, e.table);
     e.w.str(rule::CHAIN, chain);
     let list = e.w.nest(rule::EXPRESSIONS);
     let mut x = Exprs { w: &mut e.w, family, ids: &ids, intervals: &intervals };
@@ -180,7 +180,7 @@ struct AnonymousSet<'a> {
 
 fn anonymous_set(e: &mut Encoder, family: IpFamily, name: &str, id: u32, s: AnonymousSet<'_>) {
     e.begin(family, msg::NEWSET, super::wire::NLM_F_REQUEST | super::wire::NLM_F_CREATE);
-    e.w.str(set::TABLE, names::TABLE);
+    e.w.str(set::TABLE, e.table);
     e.w.str(set::NAME, name);
     e.w.u32(set::FLAGS, s.flags);
     e.w.u32(set::KEY_TYPE, s.key.0);
@@ -201,7 +201,7 @@ fn anonymous_set(e: &mut Encoder, family: IpFamily, name: &str, id: u32, s: Anon
     // lengths are 16-bit. The rule binding the set comes after all of them.
     let begin = |e: &mut Encoder| {
         e.begin(family, msg::NEWSETELEM, super::wire::NLM_F_REQUEST | super::wire::NLM_F_CREATE);
-        e.w.str(elem_list::TABLE, names::TABLE);
+        e.w.str(elem_list::TABLE, e.table);
         e.w.str(elem_list::SET, name);
         e.w.u32(elem_list::SET_ID, id);
         e.w.nest(elem_list::ELEMENTS)

@@ -10,5 +10,5 @@ pub mod types;
 pub mod wire;
 
 pub use decode::{Attr, DecodeError, Message, parse};
-pub use encode::{Encoded, Encoder, IntervalSets, encode};
+pub use encode::{Encoded, Encoder, IntervalSets, encode, encode_table};
 pub use socket::{ApplyError, apply};

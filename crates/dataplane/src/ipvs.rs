@@ -1,0 +1,563 @@
+//! The IPVS mode: virtual servers over generic netlink (`kproxy-netlink`'s
+//! `ipvs::Client`), their addresses on the `kube-ipvs0` dummy interface,
+//! and the companion nftables table `kproxy-ipvs` for what IPVS cannot do
+//! (`kproxy_ipvs::companion`).
+//!
+//! Which virtual servers are kproxy's: those on an address of `kube-ipvs0`,
+//! those this process programmed, and node ports (an address node ports
+//! are served on, a port in the default node-port range). Nothing else in
+//! the kernel is read, changed or deleted, so a virtual server someone
+//! else made survives every sync and `kproxy cleanup`; `ipvs.excludeCIDRs`
+//! protects kproxy's own as well.
+//!
+//! A full sync (the first, after a failure, hourly) reads every owned
+//! server with its destinations from the kernel; a partial sync trusts
+//! what the last one applied and reads back only the servers with a
+//! destination leaving (for its connection counts, to finish graceful
+//! termination). Either way only the differences are sent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
+use std::sync::{Arc, Mutex};
+
+use kproxy_ipvs::companion;
+use kproxy_ipvs::{Connections, ObservedServer, Op, Owner, Plan, PlanConfig, RealServer, ServerKey, VirtualServer};
+use kproxy_model::{IpFamily, IpNet, Protocol, ProxyState};
+use kproxy_netlink::ipvs::{
+    self as kernel, Client, ClientError, Destination, Request, Service, ServiceEntry, ServiceFlags, ServiceKey,
+    Timeouts,
+};
+use kproxy_netlink::links;
+use kproxy_netlink::nft::{self as netlink, IntervalSets};
+use kproxy_nftables::{FamilyPlan, Table};
+use tracing::{debug, info, warn};
+
+use crate::conntrack::flush_stale_udp;
+use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+
+/// The dummy interface holding service addresses, as kube-proxy names it.
+pub const INTERFACE: &str = "kube-ipvs0";
+
+/// Node ports live here unless the API server was told otherwise; only
+/// such servers on node addresses count as kproxy's.
+const NODE_PORT_RANGE: RangeInclusive<u16> = 30000..=32767;
+
+/// The IPVS mode's settings.
+#[derive(Clone, Debug, Default)]
+pub struct IpvsConfig {
+    pub plan: PlanConfig,
+    /// The companion table's masquerade bit, `masqueradeAll` and
+    /// local-traffic detector (the nftables planner's settings).
+    pub companion: kproxy_nftables::PlanConfig,
+    /// `ipvs.excludeCIDRs`: servers there are never deleted.
+    pub exclude_cidrs: Vec<IpNet>,
+    /// `ipvs.strictARP`.
+    pub strict_arp: bool,
+    /// `ipvs.tcpTimeout`, `tcpFinTimeout`, `udpTimeout` in seconds; 0
+    /// keeps the kernel's value.
+    pub timeouts: Timeouts,
+}
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum IpvsError {
+    #[error("IPVS: {0}")]
+    Client(#[source] ClientError),
+    #[error("{INTERFACE}: {0}")]
+    Interface(#[source] links::LinkError),
+    /// Some IPVS changes were refused; the others were applied.
+    #[error("IPVS refused {count} of {total} changes; the first: {first}")]
+    Refused { count: usize, total: usize, first: String },
+    #[error("the kernel refused the companion table kproxy-ipvs: {0}")]
+    Companion(String),
+}
+
+/// The IPVS mode.
+pub struct Ipvs {
+    config: IpvsConfig,
+    /// Taken into the blocking task for each sync, and given back.
+    client: Option<Client>,
+    /// What the last successful sync left in the kernel; `None` forces a
+    /// full read.
+    applied: Option<BTreeMap<ServerKey, VirtualServer>>,
+    /// Servers this process programmed, whether or not they are on
+    /// `kube-ipvs0` (node ports).
+    programmed: BTreeSet<ServerKey>,
+    companion: [Option<Table>; 2],
+    interval_sets: IntervalSets,
+    seq: u32,
+    prepared: bool,
+    reported: BTreeSet<String>,
+    /// Owner of each server, for `/list`.
+    owners: Arc<Mutex<BTreeMap<ServerKey, Owner>>>,
+}
+
+impl Ipvs {
+    /// Connects to IPVS; fails when the kernel has none.
+    pub fn new(config: IpvsConfig) -> Result<Self, IpvsError> {
+        let client = Client::connect().map_err(IpvsError::Client)?;
+        let seq =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(1);
+        Ok(Self {
+            config,
+            client: Some(client),
+            applied: None,
+            programmed: BTreeSet::new(),
+            companion: [None, None],
+            interval_sets: IntervalSets::default(),
+            seq,
+            prepared: false,
+            reported: BTreeSet::new(),
+            owners: Arc::default(),
+        })
+    }
+
+    /// The owner of every server of the last sync (for listings).
+    pub fn owners(&self) -> Arc<Mutex<BTreeMap<ServerKey, Owner>>> {
+        self.owners.clone()
+    }
+
+    async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
+        if !self.prepared {
+            prepare(&self.config);
+            self.prepared = true;
+        }
+        let full = request.kind == SyncKind::Full || self.applied.is_none();
+        let plan = kproxy_ipvs::plan(request.state, &self.config.plan);
+
+        let index = links::ensure_dummy(INTERFACE).await.map_err(IpvsError::Interface)?;
+        let bound = links::addresses(index).await.map_err(IpvsError::Interface)?;
+        let mut bind_failures = Vec::new();
+        for ip in plan.addresses.difference(&bound) {
+            if let Err(e) = links::add_address(index, *ip).await {
+                bind_failures.push(format!("binding {ip} to {INTERFACE}: {e}"));
+            }
+        }
+
+        let client = self.client.take().expect("the client is given back after each sync");
+        let owned = Ownership {
+            addresses: bound.union(&plan.addresses).copied().collect(),
+            node_addresses: request.state.node.node_port_addresses.iter().copied().collect(),
+            programmed: self.programmed.clone(),
+        };
+        let applied = if full { None } else { self.applied.take() };
+        let desired = plan.servers.clone();
+        let exclude = self.config.exclude_cidrs.clone();
+        let (client, outcome) = tokio::task::spawn_blocking(move || {
+            let mut client = client;
+            let outcome = apply(&mut client, applied, &desired, &owned, &exclude);
+            (client, outcome)
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        self.client = Some(client);
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                self.applied = None;
+                return Err(IpvsError::Client(e).into());
+            }
+        };
+
+        for ip in bound.difference(&plan.addresses) {
+            if let Err(e) = links::delete_address(index, *ip).await {
+                warn!(%ip, error = %e, "cannot unbind an address no service uses from {INTERFACE}");
+            }
+        }
+
+        self.sync_companion(request.state, &plan).await?;
+        let conntrack = flush_stale_udp(request.changes).await;
+
+        self.programmed = outcome.kernel.keys().copied().collect();
+        *self.owners.lock().expect("owners lock") = plan.owners.clone();
+        let failures = outcome.failures;
+        let total = outcome.ops;
+        let servers = outcome.kernel.len();
+        self.applied = if failures.is_empty() { Some(outcome.kernel) } else { None };
+
+        let mut skipped: Vec<String> = plan.rejected.iter().map(|r| r.to_string()).collect();
+        skipped.extend(bind_failures);
+        let current: BTreeSet<String> = skipped.into_iter().collect();
+        let new: Vec<String> = current.difference(&self.reported).cloned().collect();
+        self.reported = current;
+        if let Some(first) = failures.first() {
+            return Err(IpvsError::Refused { count: failures.len(), total, first: first.clone() }.into());
+        }
+        let kind = if full { "full" } else { "partial" };
+        let summary = format!(
+            "{kind}: {total} IPVS changes, {servers} virtual servers, {} addresses on {INTERFACE}, {conntrack} conntrack entries deleted",
+            plan.addresses.len()
+        );
+        Ok(SyncReport { summary, skipped: new })
+    }
+
+    /// Brings the companion table of each family to what `plan` needs, in
+    /// one transaction.
+    async fn sync_companion(&mut self, state: &ProxyState, plan: &Plan) -> Result<(), IpvsError> {
+        let config = self.config.companion.resolved(&state.node);
+        let mut families = Vec::new();
+        let mut tables = Vec::new();
+        for (i, family) in IpFamily::ALL.into_iter().enumerate() {
+            let table = companion::table(state, plan, family, &config);
+            let ops = companion::ops(self.companion[i].as_ref(), &table);
+            families.push(FamilyPlan { family: Some(family), ops });
+            tables.push(table);
+        }
+        let batch = kproxy_nftables::Plan { full: false, families };
+        if !batch.is_empty() {
+            let encoded = netlink::encode_table(companion::TABLE, &batch, self.seq, &self.interval_sets);
+            self.seq = encoded.next_seq().wrapping_add(1);
+            let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            if let Err(e) = result {
+                self.companion = [None, None];
+                self.interval_sets = IntervalSets::default();
+                return Err(IpvsError::Companion(crate::nftables::refused(&batch, e).to_string()));
+            }
+            self.interval_sets.applied(&batch);
+        }
+        let mut tables = tables.into_iter();
+        self.companion = [tables.next(), tables.next()];
+        Ok(())
+    }
+}
+
+impl Dataplane for Ipvs {
+    fn mode(&self) -> &'static str {
+        "ipvs"
+    }
+
+    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
+        Box::pin(self.sync_inner(request))
+    }
+}
+
+/// Which servers in the kernel are kproxy's.
+struct Ownership {
+    /// On `kube-ipvs0`, or about to be.
+    addresses: BTreeSet<IpAddr>,
+    node_addresses: BTreeSet<IpAddr>,
+    programmed: BTreeSet<ServerKey>,
+}
+
+impl Ownership {
+    fn owns(&self, key: &ServerKey) -> bool {
+        self.addresses.contains(&key.addr)
+            || self.programmed.contains(key)
+            || (self.node_addresses.contains(&key.addr) && NODE_PORT_RANGE.contains(&key.port))
+    }
+}
+
+/// What one application did.
+struct Outcome {
+    /// The owned servers as they now are (as far as the kernel accepted).
+    kernel: BTreeMap<ServerKey, VirtualServer>,
+    ops: usize,
+    failures: Vec<String>,
+}
+
+/// Reads what is needed, diffs and applies; blocking.
+fn apply(
+    client: &mut Client,
+    applied: Option<BTreeMap<ServerKey, VirtualServer>>,
+    desired: &BTreeMap<ServerKey, VirtualServer>,
+    owned: &Ownership,
+    exclude: &[IpNet],
+) -> Result<Outcome, ClientError> {
+    let observed = match applied {
+        None => read_owned(client, owned)?,
+        Some(applied) => with_counts(client, applied, desired)?,
+    };
+    let ops = kproxy_ipvs::diff(&observed, desired, exclude);
+    let mut kernel: BTreeMap<ServerKey, VirtualServer> = observed.into_iter().map(|(key, o)| (key, o.server)).collect();
+    let mut failures = Vec::new();
+    for op in &ops {
+        match execute(client, op) {
+            Ok(()) => record(&mut kernel, op),
+            Err(e) => {
+                let reason = e.errno().map_or_else(|| format!("{e:#}"), |errno| format!("{e}: {errno}"));
+                failures.push(format!("{}: {reason}", describe(op)));
+            }
+        }
+    }
+    debug!(ops = ops.len(), failed = failures.len(), "IPVS changes applied");
+    Ok(Outcome { kernel, ops: ops.len(), failures })
+}
+
+/// Every owned server with its destinations and their connection counts.
+fn read_owned(client: &mut Client, owned: &Ownership) -> Result<BTreeMap<ServerKey, ObservedServer>, ClientError> {
+    let services = client.services()?;
+    for skipped in &services.skipped {
+        warn!(error = %skipped, "an IPVS service the kernel reported did not decode; left alone");
+    }
+    let mut out = BTreeMap::new();
+    for entry in services.entries {
+        let Some(key) = server_key(&entry.service.key) else { continue };
+        if !owned.owns(&key) {
+            continue;
+        }
+        let observed = observe(client, &entry)?;
+        out.insert(key, observed);
+    }
+    Ok(out)
+}
+
+/// `applied` as observed, with the kernel's connection counts read for
+/// the servers that have a destination leaving.
+fn with_counts(
+    client: &mut Client,
+    applied: BTreeMap<ServerKey, VirtualServer>,
+    desired: &BTreeMap<ServerKey, VirtualServer>,
+) -> Result<BTreeMap<ServerKey, ObservedServer>, ClientError> {
+    let mut out = BTreeMap::new();
+    for (key, server) in applied {
+        let leaving = match desired.get(&key) {
+            None => false,
+            Some(want) => server
+                .destinations
+                .iter()
+                .any(|d| !want.destinations.iter().any(|w| w.socket_addr() == d.socket_addr())),
+        };
+        let observed = if leaving && key.protocol != Protocol::Udp {
+            let dests = client.destinations(&kernel_key(&key))?;
+            let connections = dests
+                .entries
+                .iter()
+                .map(|d| {
+                    let c = d.connections;
+                    (
+                        std::net::SocketAddr::new(d.destination.addr, d.destination.port),
+                        Connections { active: c.active, inactive: c.inactive },
+                    )
+                })
+                .collect();
+            ObservedServer { server, connections }
+        } else {
+            ObservedServer::idle(server)
+        };
+        out.insert(key, observed);
+    }
+    Ok(out)
+}
+
+fn observe(client: &mut Client, entry: &ServiceEntry) -> Result<ObservedServer, ClientError> {
+    let service = &entry.service;
+    let dests = client.destinations(&service.key)?;
+    let mut destinations: Vec<RealServer> = dests
+        .entries
+        .iter()
+        .map(|d| RealServer { addr: d.destination.addr, port: d.destination.port, weight: d.destination.weight })
+        .collect();
+    destinations.sort();
+    let connections = dests
+        .entries
+        .iter()
+        .map(|d| {
+            let c = d.connections;
+            (
+                std::net::SocketAddr::new(d.destination.addr, d.destination.port),
+                Connections { active: c.active, inactive: c.inactive },
+            )
+        })
+        .collect();
+    let key = server_key(&service.key).expect("only address services are observed");
+    let persistence = service.flags.contains(ServiceFlags::PERSISTENT).then_some(service.timeout);
+    let server = VirtualServer {
+        protocol: key.protocol,
+        addr: key.addr,
+        port: key.port,
+        scheduler: service.scheduler.clone(),
+        persistence,
+        destinations,
+    };
+    Ok(ObservedServer { server, connections })
+}
+
+fn execute(client: &mut Client, op: &Op) -> Result<(), ClientError> {
+    match op {
+        Op::AddServer(server) => client.execute(&Request::NewService(&service(server))),
+        Op::EditServer(server) => client.execute(&Request::SetService(&service(server))),
+        Op::DeleteServer(key) => client.execute(&Request::DelService(&kernel_key(key))),
+        Op::AddDest { server, dest } => client
+            .execute(&Request::NewDest(&kernel_key(server), &Destination::masq(dest.addr, dest.port, dest.weight))),
+        Op::EditDest { server, dest } => client
+            .execute(&Request::SetDest(&kernel_key(server), &Destination::masq(dest.addr, dest.port, dest.weight))),
+        Op::DeleteDest { server, dest } => {
+            client.execute(&Request::DelDest(&kernel_key(server), &Destination::masq(dest.ip(), dest.port(), 0)))
+        }
+    }
+}
+
+/// Updates the picture of the kernel after `op` succeeded.
+fn record(kernel: &mut BTreeMap<ServerKey, VirtualServer>, op: &Op) {
+    match op {
+        Op::AddServer(server) => {
+            kernel.insert(server.key(), server.clone());
+        }
+        Op::EditServer(server) => {
+            if let Some(have) = kernel.get_mut(&server.key()) {
+                have.scheduler = server.scheduler.clone();
+                have.persistence = server.persistence;
+            }
+        }
+        Op::DeleteServer(key) => {
+            kernel.remove(key);
+        }
+        Op::AddDest { server, dest } | Op::EditDest { server, dest } => {
+            if let Some(have) = kernel.get_mut(server) {
+                have.destinations.retain(|d| d.socket_addr() != dest.socket_addr());
+                have.destinations.push(*dest);
+                have.destinations.sort();
+            }
+        }
+        Op::DeleteDest { server, dest } => {
+            if let Some(have) = kernel.get_mut(server) {
+                have.destinations.retain(|d| d.socket_addr() != *dest);
+            }
+        }
+    }
+}
+
+fn describe(op: &Op) -> String {
+    match op {
+        Op::AddServer(s) => format!("add virtual server {} ({})", s.key(), s.scheduler),
+        Op::EditServer(s) => format!("edit virtual server {} ({})", s.key(), s.scheduler),
+        Op::DeleteServer(key) => format!("delete virtual server {key}"),
+        Op::AddDest { server, dest } => format!("add {} to {server}", dest.socket_addr()),
+        Op::EditDest { server, dest } => format!("set weight {} of {} in {server}", dest.weight, dest.socket_addr()),
+        Op::DeleteDest { server, dest } => format!("delete {dest} from {server}"),
+    }
+}
+
+fn service(server: &VirtualServer) -> Service {
+    let mut service = Service::new(kernel_key(&server.key()), &server.scheduler);
+    if let Some(timeout) = server.persistence {
+        service.flags = ServiceFlags::PERSISTENT;
+        service.timeout = timeout;
+        service.netmask = server.netmask();
+    }
+    service
+}
+
+fn kernel_key(key: &ServerKey) -> ServiceKey {
+    let protocol = match key.protocol {
+        Protocol::Tcp => kernel::Protocol::Tcp,
+        Protocol::Udp => kernel::Protocol::Udp,
+        Protocol::Sctp => kernel::Protocol::Sctp,
+    };
+    ServiceKey::Addr { protocol, addr: key.addr, port: key.port }
+}
+
+/// The planner's key of a kernel service; `None` for firewall-mark
+/// services and protocols kproxy does not use (never kproxy's).
+fn server_key(key: &ServiceKey) -> Option<ServerKey> {
+    let ServiceKey::Addr { protocol, addr, port } = *key else { return None };
+    let protocol = match protocol {
+        kernel::Protocol::Tcp => Protocol::Tcp,
+        kernel::Protocol::Udp => Protocol::Udp,
+        kernel::Protocol::Sctp => Protocol::Sctp,
+        kernel::Protocol::Other(_) => return None,
+    };
+    Some(ServerKey { protocol, addr, port })
+}
+
+/// The sysctls IPVS needs, and why (docs/ipvs.md has the long form). A
+/// sysctl that cannot be written is logged: the node may have set it, or
+/// forbid it (a read-only /proc/sys), and kproxy runs on regardless.
+pub const SYSCTLS: &[(&str, &str, &str)] = &[
+    // Without it IPVS bypasses conntrack: no masquerade (nftables' NAT
+    // needs the connection), and the companion table's ct state sees nothing.
+    ("net/ipv4/vs/conntrack", "1", "IPVS connections pass conntrack, so they can be masqueraded"),
+    // 1 (the default) reschedules a reused source port only when the old
+    // connection ended, making a fresh connection wait for the old
+    // destination; 0 lets the kernel reschedule, as kube-proxy sets it.
+    ("net/ipv4/vs/conn_reuse_mode", "0", "a reused client port is not stuck on an old destination"),
+    // Packets of a connection whose destination was deleted drop the
+    // connection at once, so the client reconnects elsewhere.
+    ("net/ipv4/vs/expire_nodest_conn", "1", "connections to a deleted destination end at once"),
+    // A persistence template pointing at a quiesced (weight 0) destination
+    // expires, so affinity moves clients off a draining endpoint.
+    ("net/ipv4/vs/expire_quiescent_template", "1", "affinity does not pin clients to a draining endpoint"),
+];
+
+/// `ipvs.strictARP`: the node answers ARP only for addresses on the
+/// interface asked, so service addresses on `kube-ipvs0` are not announced.
+pub const STRICT_ARP: &[(&str, &str, &str)] = &[
+    ("net/ipv4/conf/all/arp_ignore", "1", "answer ARP only for addresses of the receiving interface"),
+    ("net/ipv4/conf/all/arp_announce", "2", "announce only addresses of the sending interface"),
+];
+
+/// Sysctls and timeouts, once at the first sync.
+fn prepare(config: &IpvsConfig) {
+    let strict: &[(&str, &str, &str)] = if config.strict_arp { STRICT_ARP } else { &[] };
+    for (key, value, why) in SYSCTLS.iter().chain(strict) {
+        let path = format!("/proc/sys/{key}");
+        match std::fs::read_to_string(&path) {
+            Ok(have) if have.trim() == *value => {}
+            _ => match std::fs::write(&path, value) {
+                Ok(()) => info!(sysctl = key, value, why, "set"),
+                Err(e) => warn!(sysctl = key, value, why, error = %e, "cannot set a sysctl IPVS mode needs"),
+            },
+        }
+    }
+    let t = config.timeouts;
+    if t.tcp != 0 || t.tcp_fin != 0 || t.udp != 0 {
+        let result = Client::connect().and_then(|mut c| c.execute(&Request::SetConfig(&t)));
+        if let Err(e) = result {
+            warn!(error = %e, "cannot set the IPVS timeouts");
+        }
+    }
+}
+
+/// What `kproxy cleanup --proxy-mode ipvs` removed.
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    pub servers: usize,
+    pub addresses: usize,
+    pub interface: bool,
+}
+
+/// Removes kproxy's virtual servers (those on `kube-ipvs0` addresses and
+/// node ports on this host's addresses, outside `exclude_cidrs`), the
+/// interface with its addresses, and the companion tables. A kernel
+/// without IPVS has no servers to remove; the rest is still cleaned.
+pub async fn cleanup(exclude_cidrs: &[IpNet]) -> Result<Cleaned, DataplaneError> {
+    let mut cleaned = Cleaned::default();
+    let index = links::link_index(INTERFACE).await.map_err(IpvsError::Interface)?;
+    let bound = match index {
+        Some(index) => links::addresses(index).await.map_err(IpvsError::Interface)?,
+        None => BTreeSet::new(),
+    };
+    let host: BTreeSet<IpAddr> = kproxy_netlink::host_addresses().await?.into_iter().collect();
+    let owned = Ownership { addresses: bound.clone(), node_addresses: host, programmed: BTreeSet::new() };
+    let exclude = exclude_cidrs.to_vec();
+    let removed = tokio::task::spawn_blocking(move || -> Result<usize, ClientError> {
+        let mut client = match Client::connect() {
+            Ok(client) => client,
+            Err(ClientError::NotAvailable) => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let observed = read_owned(&mut client, &owned)?;
+        let ops = kproxy_ipvs::diff(&observed, &BTreeMap::new(), &exclude);
+        for op in &ops {
+            execute(&mut client, op)?;
+        }
+        Ok(ops.len())
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    .map_err(IpvsError::Client)?;
+    cleaned.servers = removed;
+    cleaned.addresses = bound.len();
+    cleaned.interface = links::delete_link(INTERFACE).await.map_err(IpvsError::Interface)?;
+    let families = IpFamily::ALL.map(|f| FamilyPlan { family: Some(f), ops: companion::delete() }).to_vec();
+    let plan = kproxy_nftables::Plan { full: true, families };
+    let encoded = netlink::encode_table(companion::TABLE, &plan, 1, &IntervalSets::default());
+    tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        .map_err(|e| IpvsError::Companion(e.to_string()))?;
+    Ok(cleaned)
+}

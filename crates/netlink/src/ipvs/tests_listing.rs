@@ -156,3 +156,115 @@ fn field_texts_match_ipvsadms() {
     let wide = Service { netmask: 0, ..Service::new(addr(Protocol::Tcp, "10.0.0.1", 1), "rr") };
     assert_eq!(listing::persistence_mask(&wide).as_deref(), Some("0.0.0.0"));
 }
+
+/// kproxy's `/list` rows for a table read from the kernel, as the IPVS
+/// dataplane fills them (kind and service are its own; here fixed).
+fn rows(table: &Table) -> Vec<kproxy_admin::listing::VirtualServer> {
+    use kproxy_admin::listing::{RealServer, VirtualServer};
+    let row = |listed: &ListedService| {
+        let s = &listed.entry.service;
+        let endpoints = listed
+            .destinations
+            .iter()
+            .map(|d| RealServer {
+                address: listing::address_port(d.destination.addr, d.destination.port),
+                forward: listing::forward_name(d.destination.forward).into(),
+                weight: d.destination.weight,
+                active: Some(d.connections.active),
+                inactive: Some(d.connections.inactive),
+            })
+            .collect();
+        VirtualServer {
+            protocol: listing::protocol_name(&s.key).into(),
+            frontend: listing::virtual_address(&s.key),
+            kind: "ClusterIP".into(),
+            service: "default/web:http".into(),
+            scheduler: s.scheduler.clone(),
+            scheduler_flags: listing::scheduler_flags(s),
+            persistent: s.flags.contains(ServiceFlags::PERSISTENT).then_some(s.timeout),
+            netmask: listing::persistence_mask(s),
+            one_packet: s.flags.contains(ServiceFlags::ONE_PACKET),
+            endpoints,
+        }
+    };
+    table.services.iter().map(row).collect()
+}
+
+/// Each line's whitespace-separated fields, up to a `#` comment.
+fn fields(text: &str) -> Vec<Vec<&str>> {
+    text.lines().map(|l| l.split('#').next().unwrap_or_default().split_whitespace().collect()).collect()
+}
+
+/// A service to program: key, scheduler, (flags, persistence timeout,
+/// netmask; 0 for the whole address) and destinations.
+type Programmed<'a> = (ServiceKey, &'a str, (ServiceFlags, u32, u8), Vec<Destination>);
+
+/// A realistic table programmed through [`super::Client`], listed by
+/// ipvsadm in the guest and by kproxy: [`render`] must equal `ipvsadm
+/// -Ln` byte for byte, and admin's `/list` rendering field for field
+/// (without the version line it does not print). On the host this test
+/// boots `tools/ipvs-vm` and runs itself there; a VM that cannot start
+/// fails it.
+#[test]
+fn kproxy_listings_equal_ipvsadm_on_a_real_ipvs_kernel() {
+    use super::Request;
+    if !kproxy_testkit::vm::in_guest() {
+        return kproxy_testkit::vm::run_test(
+            "ipvs::tests_listing::kproxy_listings_equal_ipvsadm_on_a_real_ipvs_kernel",
+        );
+    }
+    let mut ipvs = super::Client::connect().expect("IPVS in the VM");
+    ipvs.execute(&Request::Flush).unwrap();
+    let persistent = |timeout, netmask| (ServiceFlags::PERSISTENT, timeout, netmask);
+    let none = (ServiceFlags::default(), 0, 0);
+    let masq = |a: &str, port, weight| Destination::masq(a.parse().unwrap(), port, weight);
+    #[rustfmt::skip]
+    let table: Vec<Programmed<'_>> = vec![
+        (addr(Protocol::Tcp, "10.96.0.10", 80), "rr", none,
+            vec![masq("10.244.2.4", 8080, 0), masq("10.244.1.3", 8080, 1), masq("10.244.1.2", 8080, 1)]),
+        // A node port: 192.168/16 lists before 10/8 (ipvsadm's wrapped compare).
+        (addr(Protocol::Tcp, "192.168.122.10", 30080), "wrr", none,
+            vec![masq("10.244.1.3", 8080, 1), masq("10.244.1.2", 8080, 3)]),
+        (addr(Protocol::Tcp, "10.96.0.11", 80), "wrr", persistent(10800, 24),
+            vec![masq("10.244.1.2", 80, 2), masq("10.244.1.3", 80, 1),
+                 Destination { forward: Forward::Direct, ..masq("10.244.1.4", 80, 1) }]),
+        (addr(Protocol::Udp, "10.96.0.10", 53), "rr", persistent(10800, 32),
+            vec![masq("10.244.1.3", 53, 1), masq("10.244.1.2", 53, 1)]),
+        (addr(Protocol::Udp, "10.96.0.54", 53), "rr", (ServiceFlags::ONE_PACKET, 0, 32),
+            vec![masq("10.244.1.2", 53, 1)]),
+        (addr(Protocol::Sctp, "10.96.0.20", 3868), "sh", (ServiceFlags::SH_FALLBACK | ServiceFlags::SH_PORT, 0, 32),
+            vec![masq("10.244.1.2", 3868, 1), masq("10.244.1.3", 3868, 1)]),
+        (addr(Protocol::Tcp, "10.96.0.30", 443), "mh", (ServiceFlags::SH_FALLBACK, 0, 32), vec![]),
+        (addr(Protocol::Tcp, "fd00::10", 443), "sh", (ServiceFlags::PERSISTENT | ServiceFlags::SH_PORT, 60, 64),
+            vec![masq("fd00:10:244:1::3", 8443, 1), masq("fd00:10:244:1::2", 8443, 0)]),
+        (addr(Protocol::Udp, "fd00::53", 53), "rr", none, vec![masq("fd00:10:244:1::2", 53, 1)]),
+        (ServiceKey::Fwmark { family: Family::Inet, mark: 42 }, "rr", none, vec![masq("10.244.1.3", 80, 1)]),
+        (ServiceKey::Fwmark { family: Family::Inet6, mark: 42 }, "wlc", persistent(300, 128),
+            vec![masq("fd00:10:244:1::2", 80, 5)]),
+    ];
+    for (key, scheduler, (flags, timeout, netmask), dests) in &table {
+        let netmask = if *netmask == 0 { key.family().max_prefix() } else { *netmask };
+        let service = Service { flags: *flags, timeout: *timeout, netmask, ..Service::new(*key, scheduler) };
+        ipvs.execute(&Request::NewService(&service)).unwrap_or_else(|e| panic!("{service:?}: {e:#?}"));
+        for d in dests {
+            ipvs.execute(&Request::NewDest(key, d)).unwrap_or_else(|e| panic!("{key:?} {d:?}: {e:#?}"));
+        }
+    }
+
+    let ours = super::read_table(&mut ipvs).expect("the table");
+    assert!(ours.skipped.is_empty(), "{:?}", ours.skipped);
+    assert_eq!(ours.services.len(), table.len());
+    let out = std::process::Command::new("ipvsadm").arg("-Ln").output().expect("ipvsadm in the VM");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs = String::from_utf8(out.stdout).expect("ipvsadm prints ASCII");
+    println!("{theirs}");
+    assert_eq!(render(&ours), theirs);
+    let first_tcp = theirs.lines().find(|l| l.starts_with("TCP")).unwrap_or_default();
+    assert!(first_tcp.starts_with("TCP  192.168.122.10:30080 wrr"), "{theirs}");
+
+    let admin = kproxy_admin::listing::render(&rows(&ours));
+    let (_version, columns_on) = theirs.split_once('\n').expect("a version line");
+    assert_eq!(fields(&admin), fields(columns_on), "admin's render:\n{admin}");
+    assert!(admin.lines().nth(2).is_some_and(|l| l.ends_with("    # ClusterIP default/web:http")), "{admin}");
+    ipvs.execute(&Request::Flush).unwrap();
+}

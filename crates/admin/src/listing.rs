@@ -1,26 +1,45 @@
 //! `/list`: what a running kproxy serves, one virtual server per frontend
 //! with its endpoints, in the shape of `ipvsadm -Ln` (`kproxy list` prints
-//! it). A mode that knows connection counts (userspace) provides its own
-//! [`Listing`]; for the others the list comes from the state, without
-//! counts.
-
+//! it). A mode that knows connection counts (userspace, IPVS from the
+//! kernel) provides its own [`Listing`]; for the others the list comes
+//! from the state, without counts.
+//!
+//! The rows are display values: each field holds the text ipvsadm prints
+//! for it, so a row filled from the kernel renders to ipvsadm's fields.
+//! [`render`] prints no `IP Virtual Server version` line: `/list` carries
+//! rows only, and the kernel's version is not kproxy's to report in the
+//! other modes.
 use kproxy_model::{FrontendKind, ProxyState, Scheduler};
 use serde::{Deserialize, Serialize};
 
 /// One frontend.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VirtualServer {
-    /// `TCP`, `UDP`, `SCTP`.
+    /// `TCP`, `UDP`, `SCTP`; `FWM` for a firewall-mark virtual server.
     pub protocol: String,
-    /// `ip:port` (`[ip]:port` for IPv6).
+    /// `ip:port` (`[ip]:port` for IPv6); for `FWM` the mark (`42`, or
+    /// `42 IPv6` for an IPv6 one, as ipvsadm prints it).
     pub frontend: String,
-    /// `ClusterIP`, `NodePort`, ...
+    /// `ClusterIP`, `NodePort`, ...; empty for a virtual server in the
+    /// kernel that kproxy did not create.
     pub kind: String,
-    /// `namespace/name:port`.
+    /// `namespace/name:port`, or empty (see `kind`).
     pub service: String,
     pub scheduler: String,
+    /// Scheduler flags as ipvsadm prints them between parentheses
+    /// (`sh-fallback,sh-port`).
+    #[serde(default)]
+    pub scheduler_flags: Option<String>,
     /// Session affinity timeout in seconds (`persistent N`).
     pub persistent: Option<u32>,
+    /// Persistence granularity as ipvsadm prints it after `mask`
+    /// (`255.255.255.0`; an IPv6 prefix length such as `64`). `None`: the
+    /// whole client address, for which ipvsadm prints no mask.
+    #[serde(default)]
+    pub netmask: Option<String>,
+    /// One-packet scheduling (`ops`).
+    #[serde(default)]
+    pub one_packet: bool,
     pub endpoints: Vec<RealServer>,
 }
 
@@ -28,7 +47,8 @@ pub struct VirtualServer {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RealServer {
     pub address: String,
-    /// How traffic reaches it: `Masq` (NAT) in every kproxy mode.
+    /// How traffic reaches it, as ipvsadm names it: `Masq` (NAT) in every
+    /// kproxy mode; the kernel may also report `Local`, `Tunnel`, `Route`.
     pub forward: String,
     pub weight: u32,
     /// `None` where the mode cannot tell.
@@ -64,7 +84,11 @@ pub fn from_state(state: &ProxyState, default: Scheduler) -> Vec<VirtualServer> 
                 kind: frontend.kind.as_str().into(),
                 service: format!("{}:{}", port.name.service, port.name.port),
                 scheduler: port.scheduler.unwrap_or(default).to_string(),
+                scheduler_flags: None,
                 persistent: port.session_affinity.map(|a| a.timeout_seconds),
+                // ClientIP affinity is per client address: no mask.
+                netmask: None,
+                one_packet: false,
                 endpoints,
             });
         }
@@ -72,22 +96,41 @@ pub fn from_state(state: &ProxyState, default: Scheduler) -> Vec<VirtualServer> 
     out
 }
 
-/// `ipvsadm -Ln`'s layout: a header, then per virtual server a line and
-/// its real servers indented.
+/// `ipvsadm -Ln`'s two column header lines.
+pub const COLUMNS: &str =
+    "Prot LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n";
+
+/// `ipvsadm -Ln`'s layout without its version line: the column headers,
+/// then per virtual server a line and its real servers indented. Every
+/// field is printed as ipvsadm prints it (widths and trailing blanks
+/// included); a virtual server kproxy created ends in `    # kind
+/// service`, and counts a mode cannot tell are `-`.
 pub fn render(servers: &[VirtualServer]) -> String {
     use std::fmt::Write as _;
-    let mut out = String::from(
-        "Prot LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n",
-    );
+    let mut out = String::from(COLUMNS);
     for vs in servers {
-        let flags = vs.persistent.map(|p| format!(" persistent {p}")).unwrap_or_default();
-        let _ =
-            writeln!(out, "{}  {} {}{flags}    # {} {}", vs.protocol, vs.frontend, vs.scheduler, vs.kind, vs.service);
+        let _ = write!(out, "{:<4} {} {}", vs.protocol, vs.frontend, vs.scheduler);
+        if let Some(flags) = &vs.scheduler_flags {
+            let _ = write!(out, " ({flags})");
+        }
+        if let Some(timeout) = vs.persistent {
+            let _ = write!(out, " persistent {timeout}");
+            if let Some(mask) = &vs.netmask {
+                let _ = write!(out, " mask {mask}");
+            }
+        }
+        if vs.one_packet {
+            out.push_str(" ops");
+        }
+        if !vs.kind.is_empty() || !vs.service.is_empty() {
+            let _ = write!(out, "    # {} {}", vs.kind, vs.service);
+        }
+        out.push('\n');
         for rs in &vs.endpoints {
             let count = |c: Option<u32>| c.map_or("-".to_string(), |c| c.to_string());
             let _ = writeln!(
                 out,
-                "  -> {:<28} {:<7} {:<6} {:<10} {}",
+                "  -> {:<28} {:<7} {:<6} {:<10} {:<10}",
                 rs.address,
                 rs.forward,
                 rs.weight,
@@ -97,4 +140,90 @@ pub fn render(servers: &[VirtualServer]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(protocol: &str, frontend: &str) -> VirtualServer {
+        VirtualServer {
+            protocol: protocol.into(),
+            frontend: frontend.into(),
+            kind: "ClusterIP".into(),
+            service: "default/web:http".into(),
+            scheduler: "rr".into(),
+            scheduler_flags: None,
+            persistent: None,
+            netmask: None,
+            one_packet: false,
+            endpoints: Vec::new(),
+        }
+    }
+
+    /// The lines of `testdata/ipvs/list.hex` (ipvsadm 1.31), with the
+    /// comment kproxy adds.
+    #[test]
+    fn kernel_rows_render_as_ipvsadm_prints_them() {
+        let mut wrr = server("TCP", "10.96.0.11:80");
+        wrr.scheduler = "wrr".into();
+        wrr.persistent = Some(10800);
+        wrr.netmask = Some("255.255.255.0".into());
+        wrr.endpoints = vec![RealServer {
+            address: "10.244.1.2:80".into(),
+            forward: "Masq".into(),
+            weight: 2,
+            active: Some(0),
+            inactive: Some(8),
+        }];
+        let mut foreign = server("FWM", "42 IPv6");
+        (foreign.kind, foreign.service) = (String::new(), String::new());
+        foreign.scheduler = "sh".into();
+        foreign.scheduler_flags = Some("sh-fallback,sh-port".into());
+        foreign.one_packet = true;
+        assert_eq!(
+            render(&[wrr, foreign]),
+            "\
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  10.96.0.11:80 wrr persistent 10800 mask 255.255.255.0    # ClusterIP default/web:http
+  -> 10.244.1.2:80                Masq    2      0          8         
+FWM  42 IPv6 sh (sh-fallback,sh-port) ops
+"
+        );
+    }
+
+    /// ipvsadm prints a mask only with persistence; modes without counts
+    /// print `-`.
+    #[test]
+    fn mask_needs_persistence_and_unknown_counts_are_dashes() {
+        let mut sctp = server("SCTP", "[fd00::10]:80");
+        sctp.netmask = Some("64".into());
+        sctp.endpoints = vec![RealServer {
+            address: "[fd00::2]:80".into(),
+            forward: "Masq".into(),
+            weight: 0,
+            active: None,
+            inactive: None,
+        }];
+        let text = render(&[sctp]);
+        let lines: Vec<_> = text.lines().skip(2).collect();
+        assert_eq!(
+            lines,
+            [
+                "SCTP [fd00::10]:80 rr    # ClusterIP default/web:http",
+                "  -> [fd00::2]:80                 Masq    0      -          -         "
+            ]
+        );
+    }
+
+    /// `kproxy list` reads the `/list` of a kproxy older than the
+    /// kernel-backed fields.
+    #[test]
+    fn rows_without_the_newer_fields_still_parse() {
+        let old = r#"[{"protocol":"TCP","frontend":"10.96.0.10:80","kind":"ClusterIP","service":"default/web:http",
+            "scheduler":"rr","persistent":null,"endpoints":[]}]"#;
+        let rows: Vec<VirtualServer> = serde_json::from_str(old).unwrap();
+        assert_eq!(rows, [server("TCP", "10.96.0.10:80")]);
+    }
 }

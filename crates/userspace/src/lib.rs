@@ -145,7 +145,10 @@ impl Listing for Published {
                     kind: kind.as_str().into(),
                     service: format!("{}:{}", port.name.service, port.name.port),
                     scheduler: port.scheduler.unwrap_or(self.scheduler).to_string(),
+                    scheduler_flags: None,
                     persistent: port.session_affinity.map(|a| a.timeout_seconds),
+                    netmask: None,
+                    one_packet: false,
                     endpoints,
                 }
             })

@@ -17,16 +17,16 @@ use super::wire::{self, attrs};
 
 /// One request line and the reply lines after it, concatenated as a
 /// socket would deliver them.
-struct Exchange {
-    sent: Vec<u8>,
-    received: Vec<u8>,
+pub(super) struct Exchange {
+    pub(super) sent: Vec<u8>,
+    pub(super) received: Vec<u8>,
 }
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("capture hex")).collect()
 }
 
-fn capture(name: &str) -> Vec<Exchange> {
+pub(super) fn capture(name: &str) -> Vec<Exchange> {
     let (_, text) = ALL_CAPTURES.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("no capture {name}"));
     let mut out: Vec<Exchange> = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
@@ -362,7 +362,7 @@ fn stats_nests(reply: &[u8]) -> (Vec<u8>, Vec<u8>) {
 
 /// Every capture, compiled in: the test binary also runs inside the IPVS
 /// VM, where the source tree is not.
-const ALL_CAPTURES: [(&str, &str); 31] = [
+pub(super) const ALL_CAPTURES: [(&str, &str); 31] = [
     ("family", include_str!("../../testdata/ipvs/family.hex")),
     ("list-empty", include_str!("../../testdata/ipvs/list-empty.hex")),
     ("add-svc-tcp4-rr", include_str!("../../testdata/ipvs/add-svc-tcp4-rr.hex")),

@@ -1,12 +1,15 @@
 //! The kernel edge: everything kproxy says to the kernel over netlink.
 //!
-//! Reading the host's addresses (for node ports), programming nf_tables
-//! ([`nft`]) and deleting stale conntrack entries ([`conntrack`]). This crate owns sockets and kernel encodings; it makes no
-//! policy decisions.
+//! Reading the host's addresses (for node ports), the IPVS mode's dummy
+//! interface and its addresses ([`links`]), programming nf_tables ([`nft`])
+//! and IPVS ([`ipvs`]), and deleting stale conntrack entries
+//! ([`conntrack`]). This crate owns sockets and kernel encodings; it makes
+//! no policy decisions.
 
 mod addresses;
 pub mod conntrack;
 pub mod ipvs;
+pub mod links;
 pub mod nft;
 pub mod routes;
 
@@ -24,4 +27,7 @@ pub enum NetlinkError {
     /// A local route could not be listed, added or deleted.
     #[error(transparent)]
     Route(#[from] routes::RouteError),
+    /// The IPVS mode's dummy link or an address on it could not be managed.
+    #[error(transparent)]
+    Link(#[from] links::LinkError),
 }

@@ -89,6 +89,7 @@ impl NetlinkError {
         let errno = match self {
             NetlinkError::Connect(io) => io.raw_os_error().map(Errno::from_raw),
             NetlinkError::Route(route) => route.errno(),
+            NetlinkError::Link(link) => link.errno(),
             NetlinkError::ListAddresses(source) => errno_of(source),
         };
         matches!(errno, Some(Errno::EPERM | Errno::EACCES))

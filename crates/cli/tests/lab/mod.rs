@@ -27,6 +27,16 @@ pub const DROP_WAIT: Duration = Duration::from_millis(700);
 /// How long a probe waits for an answer that should come.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
 
+/// The kproxy binary: cargo's build on the host, the payload's copy in the
+/// IPVS VM (put there by `vm::run_test_with`).
+pub fn kproxy_binary() -> PathBuf {
+    if kproxy_testkit::vm::in_guest() {
+        kproxy_testkit::vm::payload_file("kproxy")
+    } else {
+        PathBuf::from(env!("CARGO_BIN_EXE_kproxy"))
+    }
+}
+
 pub const CLUSTER_CIDRS: &str = "10.244.0.0/16,fd00:10:244::/48";
 pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
 
@@ -173,7 +183,7 @@ impl Lab {
     fn spawn(&mut self, source: &[String], extra: &[&str]) {
         assert!(self.kproxy.is_none(), "kproxy is already running");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
+        let mut command = Command::new(kproxy_binary());
         command
             .arg("run")
             .args(source)
@@ -198,7 +208,8 @@ impl Lab {
 
     /// Runs a kproxy subcommand in node-a and returns (success, stdout+stderr).
     pub fn kproxy(&self, args: &[&str]) -> (bool, String) {
-        let out = self.node().exec(env!("CARGO_BIN_EXE_kproxy"), args);
+        let binary = kproxy_binary();
+        let out = self.node().exec(&binary.to_string_lossy(), args);
         match out {
             Ok(stdout) => (true, stdout),
             Err(e) => (false, chain(&e)),

@@ -27,6 +27,16 @@ pub const DROP_WAIT: Duration = Duration::from_millis(700);
 /// How long a probe waits for an answer that should come.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
 
+/// The kproxy binary: cargo's build on the host, the payload's copy in the
+/// IPVS VM (put there by `vm::run_test_with`).
+pub fn kproxy_binary() -> PathBuf {
+    if kproxy_testkit::vm::in_guest() {
+        kproxy_testkit::vm::payload_file("kproxy")
+    } else {
+        PathBuf::from(env!("CARGO_BIN_EXE_kproxy"))
+    }
+}
+
 pub const CLUSTER_CIDRS: &str = "10.244.0.0/16,fd00:10:244::/48";
 pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
 
@@ -136,11 +146,16 @@ impl Lab {
 
     /// The flags every test runs kproxy with.
     pub fn flags() -> Vec<String> {
+        Self::flags_in("nftables")
+    }
+
+    /// [`Lab::flags`] with another `--proxy-mode`.
+    pub fn flags_in(mode: &str) -> Vec<String> {
         [
             "--hostname-override",
             "node-a",
             "--proxy-mode",
-            "nftables",
+            mode,
             "--cluster-cidr",
             CLUSTER_CIDRS,
             "--service-cidrs",
@@ -158,8 +173,16 @@ impl Lab {
 
     /// Starts `kproxy run` in node-a.
     pub fn start(&mut self, extra: &[&str]) {
+        self.start_in("nftables", extra);
+    }
+
+    /// Starts `kproxy run --proxy-mode <mode>` in node-a and waits for its
+    /// first sync: for nftables on the host until `nft` lists its table,
+    /// otherwise (other modes; the IPVS VM, which has no `nft`) until its
+    /// metrics report a sync.
+    pub fn start_in(&mut self, mode: &str, extra: &[&str]) {
         let source = ["--manifests".into(), self.manifests().display().to_string()];
-        self.spawn(&source, extra);
+        self.spawn(&source, mode, extra);
     }
 
     /// Starts `kproxy run` in node-a reading the API server of `kubeconfig`
@@ -167,17 +190,17 @@ impl Lab {
     pub fn start_kube(&mut self, kubeconfig: &str, extra: &[&str]) {
         let path = self.dir.path().join("kubeconfig");
         std::fs::write(&path, kubeconfig).expect("writing the kubeconfig");
-        self.spawn(&["--kubeconfig".into(), path.display().to_string()], extra);
+        self.spawn(&["--kubeconfig".into(), path.display().to_string()], "nftables", extra);
     }
 
-    fn spawn(&mut self, source: &[String], extra: &[&str]) {
+    fn spawn(&mut self, source: &[String], mode: &str, extra: &[&str]) {
         assert!(self.kproxy.is_none(), "kproxy is already running");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
+        let mut command = Command::new(kproxy_binary());
         command
             .arg("run")
             .args(source)
-            .args(Self::flags())
+            .args(Self::flags_in(mode))
             .args(extra)
             .env("RUST_LOG", "warn,kproxy=debug")
             .stdin(Stdio::null())
@@ -185,7 +208,22 @@ impl Lab {
             .stderr(log);
         let spawned = self.node().spawn(command).unwrap_or_else(|e| panic!("spawning kproxy: {}", chain(&e)));
         self.kproxy = Some(spawned);
-        self.eventually("kproxy's tables", || self.ruleset().contains("table ip kproxy"));
+        if mode == "nftables" && !kproxy_testkit::vm::in_guest() {
+            self.eventually("kproxy's tables", || self.ruleset().contains("table ip kproxy"));
+        } else {
+            self.eventually("kproxy's first sync", || self.synced());
+        }
+    }
+
+    /// Whether kproxy's metrics report a sync (a non-zero last-sync
+    /// timestamp, of any IP family).
+    pub fn synced(&self) -> bool {
+        self.metrics().lines().any(|line| {
+            line.strip_prefix("kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+                .filter(|rest| rest.starts_with(['{', ' ']))
+                .and_then(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+                .is_some_and(|seconds| seconds > 0.0)
+        })
     }
 
     /// Stops kproxy (SIGTERM) and waits for it; its rules stay.
@@ -198,7 +236,8 @@ impl Lab {
 
     /// Runs a kproxy subcommand in node-a and returns (success, stdout+stderr).
     pub fn kproxy(&self, args: &[&str]) -> (bool, String) {
-        let out = self.node().exec(env!("CARGO_BIN_EXE_kproxy"), args);
+        let binary = kproxy_binary();
+        let out = self.node().exec(&binary.to_string_lossy(), args);
         match out {
             Ok(stdout) => (true, stdout),
             Err(e) => (false, chain(&e)),

@@ -21,6 +21,7 @@ use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 
+use kproxy_admin::listing::{Listing, RealServer as ListedReal, VirtualServer as ListedServer};
 use kproxy_ipvs::companion;
 use kproxy_ipvs::{Connections, ObservedServer, Op, Owner, Plan, PlanConfig, RealServer, ServerKey, VirtualServer};
 use kproxy_model::{IpFamily, IpNet, Protocol, ProxyState};
@@ -231,6 +232,61 @@ impl Dataplane for Ipvs {
 
     fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
         Box::pin(self.sync_inner(request))
+    }
+
+    fn listing(&self) -> Option<Arc<dyn Listing>> {
+        Some(Arc::new(KernelListing { owners: self.owners.clone() }))
+    }
+}
+
+/// `/list` in IPVS mode: every virtual server in the kernel, in
+/// `ipvsadm -Ln`'s order and with its counts, kproxy's own ones annotated
+/// with the service and frontend kind.
+struct KernelListing {
+    owners: Arc<Mutex<BTreeMap<ServerKey, Owner>>>,
+}
+
+impl Listing for KernelListing {
+    fn list(&self) -> Vec<ListedServer> {
+        let table = Client::connect().and_then(|mut client| kernel::read_table(&mut client));
+        let table = match table {
+            Ok(table) => table,
+            Err(e) => {
+                warn!(error = %e, "cannot read IPVS for /list");
+                return Vec::new();
+            }
+        };
+        let owners = self.owners.lock().expect("owners lock").clone();
+        table.services.iter().map(|listed| row(listed, &owners)).collect()
+    }
+}
+
+fn row(listed: &kernel::ListedService, owners: &BTreeMap<ServerKey, Owner>) -> ListedServer {
+    use kernel::listing;
+    let s = &listed.entry.service;
+    let owner = server_key(&s.key).and_then(|key| owners.get(&key));
+    let endpoints = listed
+        .destinations
+        .iter()
+        .map(|d| ListedReal {
+            address: listing::address_port(d.destination.addr, d.destination.port),
+            forward: listing::forward_name(d.destination.forward).into(),
+            weight: d.destination.weight,
+            active: Some(d.connections.active),
+            inactive: Some(d.connections.inactive),
+        })
+        .collect();
+    ListedServer {
+        protocol: listing::protocol_name(&s.key).into(),
+        frontend: listing::virtual_address(&s.key),
+        kind: owner.map(|o| o.kind.as_str().to_owned()).unwrap_or_default(),
+        service: owner.map(|o| format!("{}:{}", o.port.service, o.port.port)).unwrap_or_default(),
+        scheduler: s.scheduler.clone(),
+        scheduler_flags: listing::scheduler_flags(s),
+        persistent: s.flags.contains(ServiceFlags::PERSISTENT).then_some(s.timeout),
+        netmask: listing::persistence_mask(s),
+        one_packet: s.flags.contains(ServiceFlags::ONE_PACKET),
+        endpoints,
     }
 }
 

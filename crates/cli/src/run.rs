@@ -82,6 +82,13 @@ async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, on
         }
         Source::Kube(_) => info!(%node, mode = dataplane.mode(), "starting; reading the Kubernetes API"),
     }
+    if dataplane.mode() == "ipvs" {
+        // The nftables mode's DNAT runs before IPVS and would keep serving
+        // whatever it last knew: a node switching modes drops those tables.
+        if let Err(e) = kproxy_dataplane::cleanup_nftables().await {
+            warn!(error = %e, "cannot remove the nftables mode's tables; its old rules may still take traffic");
+        }
+    }
 
     let mut metrics = Metrics::new();
     let kube_metrics = KubeMetrics::default();

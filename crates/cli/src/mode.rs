@@ -117,7 +117,11 @@ pub fn ipvs_config(config: &Config) -> anyhow::Result<IpvsConfig> {
     }
     let seconds = |d: std::time::Duration| u32::try_from(d.as_secs()).unwrap_or(u32::MAX);
     Ok(IpvsConfig {
-        plan: kproxy_ipvs::PlanConfig { default_scheduler, node_port_addresses: None },
+        plan: kproxy_ipvs::PlanConfig {
+            default_scheduler,
+            node_port_addresses: None,
+            masquerade_bit: config.masquerade_bit,
+        },
         companion: nftables_config(config),
         exclude_cidrs: ipvs.exclude_cidrs.clone(),
         strict_arp: ipvs.strict_arp,

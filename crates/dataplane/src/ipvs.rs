@@ -17,7 +17,7 @@
 //! termination). Either way only the differences are sent.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +26,7 @@ use kproxy_ipvs::companion;
 use kproxy_ipvs::{Connections, ObservedServer, Op, Owner, Plan, PlanConfig, RealServer, ServerKey, VirtualServer};
 use kproxy_model::{IpFamily, IpNet, Protocol, ProxyState};
 use kproxy_netlink::ipvs::{
-    self as kernel, Client, ClientError, Destination, Request, Service, ServiceEntry, ServiceFlags, ServiceKey,
+    self as kernel, Client, ClientError, Destination, Family, Request, Service, ServiceEntry, ServiceFlags, ServiceKey,
     Timeouts,
 };
 use kproxy_netlink::links;
@@ -90,8 +90,8 @@ pub struct Ipvs {
     seq: u32,
     prepared: bool,
     reported: BTreeSet<String>,
-    /// Owner of each server, for `/list`.
-    owners: Arc<Mutex<BTreeMap<ServerKey, Owner>>>,
+    /// What each of kproxy's servers serves, for `/list`.
+    labels: Arc<Mutex<BTreeMap<ServiceKey, Label>>>,
 }
 
 impl Ipvs {
@@ -110,13 +110,8 @@ impl Ipvs {
             seq,
             prepared: false,
             reported: BTreeSet::new(),
-            owners: Arc::default(),
+            labels: Arc::default(),
         })
-    }
-
-    /// The owner of every server of the last sync (for listings).
-    pub fn owners(&self) -> Arc<Mutex<BTreeMap<ServerKey, Owner>>> {
-        self.owners.clone()
     }
 
     async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
@@ -137,10 +132,14 @@ impl Ipvs {
         }
 
         let client = self.client.take().expect("the client is given back after each sync");
+        let mut marks: BTreeMap<(Family, u32), ServerKey> = self.programmed.iter().filter_map(mark_entry).collect();
+        marks.extend(plan.servers.keys().filter_map(mark_entry));
         let owned = Ownership {
             addresses: bound.union(&plan.addresses).copied().collect(),
             node_addresses: request.state.node.node_port_addresses.iter().copied().collect(),
             programmed: self.programmed.clone(),
+            marks,
+            masquerade_bit: Some(self.config.plan.masquerade_bit),
         };
         let applied = if full { None } else { self.applied.take() };
         let desired = plan.servers.clone();
@@ -171,7 +170,7 @@ impl Ipvs {
         let conntrack = flush_stale_udp(request.changes).await;
 
         self.programmed = outcome.kernel.keys().copied().collect();
-        *self.owners.lock().expect("owners lock") = plan.owners.clone();
+        *self.labels.lock().expect("labels lock") = labels(&plan);
         let failures = outcome.failures;
         let total = outcome.ops;
         let servers = outcome.kernel.len();
@@ -235,7 +234,7 @@ impl Dataplane for Ipvs {
     }
 
     fn listing(&self) -> Option<Arc<dyn Listing>> {
-        Some(Arc::new(KernelListing { owners: self.owners.clone() }))
+        Some(Arc::new(KernelListing { labels: self.labels.clone() }))
     }
 }
 
@@ -243,7 +242,32 @@ impl Dataplane for Ipvs {
 /// `ipvsadm -Ln`'s order and with its counts, kproxy's own ones annotated
 /// with the service and frontend kind.
 struct KernelListing {
-    owners: Arc<Mutex<BTreeMap<ServerKey, Owner>>>,
+    labels: Arc<Mutex<BTreeMap<ServiceKey, Label>>>,
+}
+
+/// The `# kind service` comment of one of kproxy's servers in `/list`.
+#[derive(Clone, Debug)]
+struct Label {
+    kind: String,
+    service: String,
+}
+
+fn labels(plan: &Plan) -> BTreeMap<ServiceKey, Label> {
+    let label = |owner: &Owner, suffix: &str| Label {
+        kind: format!("{}{suffix}", owner.kind.as_str()),
+        service: format!("{}:{}", owner.port.service, owner.port.port),
+    };
+    let mut out: BTreeMap<ServiceKey, Label> =
+        plan.owners.iter().map(|(key, owner)| (kernel_key(key), label(owner, ""))).collect();
+    for (frontend, marks) in &plan.short_circuits {
+        let Some(owner) = plan.owners.get(frontend) else { continue };
+        let address = SocketAddr::new(frontend.addr, frontend.port);
+        for (mark, who) in [(marks.pods, "pods"), (marks.node, "node")] {
+            let key = kernel_key(&ServerKey { mark: Some(mark), ..*frontend });
+            out.insert(key, label(owner, &format!(" {address} in-cluster ({who})")));
+        }
+    }
+    out
 }
 
 impl Listing for KernelListing {
@@ -256,15 +280,15 @@ impl Listing for KernelListing {
                 return Vec::new();
             }
         };
-        let owners = self.owners.lock().expect("owners lock").clone();
-        table.services.iter().map(|listed| row(listed, &owners)).collect()
+        let labels = self.labels.lock().expect("labels lock").clone();
+        table.services.iter().map(|listed| row(listed, &labels)).collect()
     }
 }
 
-fn row(listed: &kernel::ListedService, owners: &BTreeMap<ServerKey, Owner>) -> ListedServer {
+fn row(listed: &kernel::ListedService, labels: &BTreeMap<ServiceKey, Label>) -> ListedServer {
     use kernel::listing;
     let s = &listed.entry.service;
-    let owner = server_key(&s.key).and_then(|key| owners.get(&key));
+    let label = labels.get(&s.key);
     let endpoints = listed
         .destinations
         .iter()
@@ -279,8 +303,8 @@ fn row(listed: &kernel::ListedService, owners: &BTreeMap<ServerKey, Owner>) -> L
     ListedServer {
         protocol: listing::protocol_name(&s.key).into(),
         frontend: listing::virtual_address(&s.key),
-        kind: owner.map(|o| o.kind.as_str().to_owned()).unwrap_or_default(),
-        service: owner.map(|o| format!("{}:{}", o.port.service, o.port.port)).unwrap_or_default(),
+        kind: label.map(|l| l.kind.clone()).unwrap_or_default(),
+        service: label.map(|l| l.service.clone()).unwrap_or_default(),
         scheduler: s.scheduler.clone(),
         scheduler_flags: listing::scheduler_flags(s),
         persistent: s.flags.contains(ServiceFlags::PERSISTENT).then_some(s.timeout),
@@ -290,19 +314,55 @@ fn row(listed: &kernel::ListedService, owners: &BTreeMap<ServerKey, Owner>) -> L
     }
 }
 
-/// Which servers in the kernel are kproxy's.
+/// Which servers in the kernel are kproxy's, and the planner's keys of
+/// firewall-mark servers (the kernel knows only family and mark).
 struct Ownership {
     /// On `kube-ipvs0`, or about to be.
     addresses: BTreeSet<IpAddr>,
     node_addresses: BTreeSet<IpAddr>,
     programmed: BTreeSet<ServerKey>,
+    /// Mark servers wanted or programmed, by kernel key.
+    marks: BTreeMap<(Family, u32), ServerKey>,
+    /// Which marks are kproxy's; `None` (cleanup, which has no
+    /// configuration): those of any masquerade bit.
+    masquerade_bit: Option<u32>,
 }
 
 impl Ownership {
-    fn owns(&self, key: &ServerKey) -> bool {
-        self.addresses.contains(&key.addr)
-            || self.programmed.contains(key)
-            || (self.node_addresses.contains(&key.addr) && NODE_PORT_RANGE.contains(&key.port))
+    /// The planner's key of a kernel service kproxy owns; `None` for
+    /// everything else.
+    fn key_of(&self, key: &ServiceKey) -> Option<ServerKey> {
+        match *key {
+            ServiceKey::Addr { protocol, addr, port } => {
+                let key = ServerKey::new(model_protocol(protocol)?, addr, port);
+                let owned = self.addresses.contains(&key.addr)
+                    || self.programmed.contains(&key)
+                    || (self.node_addresses.contains(&key.addr) && NODE_PORT_RANGE.contains(&key.port));
+                owned.then_some(key)
+            }
+            ServiceKey::Fwmark { family, mark } => {
+                if let Some(key) = self.marks.get(&(family, mark)) {
+                    return Some(*key);
+                }
+                // Left by an earlier run: only deleted, so the frontend is moot.
+                let ours = match self.masquerade_bit {
+                    Some(bit) => kproxy_ipvs::is_short_circuit_mark(mark, bit),
+                    None => (0..32).any(|bit| kproxy_ipvs::is_short_circuit_mark(mark, bit)),
+                };
+                ours.then(|| ServerKey { mark: Some(mark), ..ServerKey::new(Protocol::Tcp, unspecified(family), 0) })
+            }
+        }
+    }
+}
+
+fn mark_entry(key: &ServerKey) -> Option<((Family, u32), ServerKey)> {
+    key.mark.map(|mark| ((Family::of(&key.addr), mark), *key))
+}
+
+fn unspecified(family: Family) -> IpAddr {
+    match family {
+        Family::Inet => IpAddr::from([0u8; 4]),
+        Family::Inet6 => IpAddr::from([0u8; 16]),
     }
 }
 
@@ -350,11 +410,8 @@ fn read_owned(client: &mut Client, owned: &Ownership) -> Result<BTreeMap<ServerK
     }
     let mut out = BTreeMap::new();
     for entry in services.entries {
-        let Some(key) = server_key(&entry.service.key) else { continue };
-        if !owned.owns(&key) {
-            continue;
-        }
-        let observed = observe(client, &entry)?;
+        let Some(key) = owned.key_of(&entry.service.key) else { continue };
+        let observed = observe(client, &entry, key)?;
         out.insert(key, observed);
     }
     Ok(out)
@@ -398,7 +455,7 @@ fn with_counts(
     Ok(out)
 }
 
-fn observe(client: &mut Client, entry: &ServiceEntry) -> Result<ObservedServer, ClientError> {
+fn observe(client: &mut Client, entry: &ServiceEntry, key: ServerKey) -> Result<ObservedServer, ClientError> {
     let service = &entry.service;
     let dests = client.destinations(&service.key)?;
     let mut destinations: Vec<RealServer> = dests
@@ -418,7 +475,6 @@ fn observe(client: &mut Client, entry: &ServiceEntry) -> Result<ObservedServer, 
             )
         })
         .collect();
-    let key = server_key(&service.key).expect("only address services are observed");
     let persistence = service.flags.contains(ServiceFlags::PERSISTENT).then_some(service.timeout);
     let server = VirtualServer {
         protocol: key.protocol,
@@ -427,6 +483,7 @@ fn observe(client: &mut Client, entry: &ServiceEntry) -> Result<ObservedServer, 
         scheduler: service.scheduler.clone(),
         persistence,
         destinations,
+        mark: key.mark,
     };
     Ok(ObservedServer { server, connections })
 }
@@ -498,6 +555,9 @@ fn service(server: &VirtualServer) -> Service {
 }
 
 fn kernel_key(key: &ServerKey) -> ServiceKey {
+    if let Some(mark) = key.mark {
+        return ServiceKey::Fwmark { family: Family::of(&key.addr), mark };
+    }
     let protocol = match key.protocol {
         Protocol::Tcp => kernel::Protocol::Tcp,
         Protocol::Udp => kernel::Protocol::Udp,
@@ -506,17 +566,14 @@ fn kernel_key(key: &ServerKey) -> ServiceKey {
     ServiceKey::Addr { protocol, addr: key.addr, port: key.port }
 }
 
-/// The planner's key of a kernel service; `None` for firewall-mark
-/// services and protocols kproxy does not use (never kproxy's).
-fn server_key(key: &ServiceKey) -> Option<ServerKey> {
-    let ServiceKey::Addr { protocol, addr, port } = *key else { return None };
-    let protocol = match protocol {
-        kernel::Protocol::Tcp => Protocol::Tcp,
-        kernel::Protocol::Udp => Protocol::Udp,
-        kernel::Protocol::Sctp => Protocol::Sctp,
-        kernel::Protocol::Other(_) => return None,
-    };
-    Some(ServerKey { protocol, addr, port })
+/// `None` for protocols kproxy does not use (never kproxy's).
+fn model_protocol(protocol: kernel::Protocol) -> Option<Protocol> {
+    match protocol {
+        kernel::Protocol::Tcp => Some(Protocol::Tcp),
+        kernel::Protocol::Udp => Some(Protocol::Udp),
+        kernel::Protocol::Sctp => Some(Protocol::Sctp),
+        kernel::Protocol::Other(_) => None,
+    }
 }
 
 /// The sysctls IPVS needs, and why (docs/ipvs.md has the long form). A
@@ -587,7 +644,13 @@ pub async fn cleanup(exclude_cidrs: &[IpNet]) -> Result<Cleaned, DataplaneError>
         None => BTreeSet::new(),
     };
     let host: BTreeSet<IpAddr> = kproxy_netlink::host_addresses().await?.into_iter().collect();
-    let owned = Ownership { addresses: bound.clone(), node_addresses: host, programmed: BTreeSet::new() };
+    let owned = Ownership {
+        addresses: bound.clone(),
+        node_addresses: host,
+        programmed: BTreeSet::new(),
+        marks: BTreeMap::new(),
+        masquerade_bit: None,
+    };
     let exclude = exclude_cidrs.to_vec();
     let removed = tokio::task::spawn_blocking(move || -> Result<usize, ClientError> {
         let mut client = match Client::connect() {

@@ -30,6 +30,7 @@ pub const TABLE: &str = "kproxy-ipvs";
 const FILTER_INPUT: &str = "filter-input";
 const FILTER_OUTPUT: &str = "filter-output";
 const NAT_POSTROUTING: &str = "nat-postrouting";
+const FIREWALL_CHECK: &str = "firewall-check";
 const SERVICES_CHECK: &str = "services-check";
 const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
 const REJECT: &str = "reject-chain";
@@ -49,6 +50,15 @@ const ALLOWED_SOURCES: &str = "allowed-sources";
 const CLUSTER_IPS: &str = "cluster-ips";
 /// Local endpoint . itself (`saddr . daddr`).
 const HAIRPIN: &str = "hairpin";
+/// Frontend (external, `externalTrafficPolicy: Local`) -> the chain that
+/// sets its short-circuit mark, for pods' and for the node's packets.
+const SHORT_CIRCUIT_PODS: &str = "short-circuit-pods";
+const SHORT_CIRCUIT_NODE: &str = "short-circuit-node";
+
+/// The chain setting `mark` (the IPVS firewall-mark server's key).
+fn mark_chain(mark: u32) -> String {
+    format!("mark-{mark:#x}")
+}
 
 /// Both hooks run before IPVS (input 98, output -99) and before DNAT.
 const BEFORE_IPVS: i32 = -110;
@@ -75,6 +85,18 @@ pub fn table(state: &ProxyState, plan: &Plan, family: IpFamily, config: &kproxy_
         }
         let Some(sp) = ports.get(&owner.port) else { continue };
         frontend(&mut table, key, owner.kind, sp, node_ips);
+    }
+    for (key, marks) in plan.short_circuits.iter().filter(|(k, _)| IpFamily::of(&k.addr) == family) {
+        let atoms = vec![Atom::Addr(key.addr), Atom::Proto(key.protocol), Atom::Port(key.port)];
+        for (set, mark) in [(SHORT_CIRCUIT_PODS, marks.pods), (SHORT_CIRCUIT_NODE, marks.node)] {
+            let chain = mark_chain(mark);
+            table.add_chain(Chain::regular(
+                &chain,
+                vec![Rule::always(vec![Stmt::MarkSet(mark), Stmt::Verdict(Verdict::Accept)])],
+            ));
+            let data = Some(Data::Verdict(Verdict::Goto(chain)));
+            table.add_element(set, Element { key: atoms.clone(), data });
+        }
     }
     table
 }
@@ -135,7 +157,7 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
     let mark = config.mark();
     let new = || Match::CtState(CtState::New);
     let served = || in_set(frontend_key(), SERVED, false);
-    let mut check = vec![
+    let firewall = vec![
         Rule::new(
             vec![
                 in_set(frontend_key(), FIREWALLED, false),
@@ -144,6 +166,8 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
             vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
         )
         .comment("source not in loadBalancerSourceRanges"),
+    ];
+    let mut check = vec![
         Rule::always(vec![Stmt::Vmap { key: frontend_key(), map: NO_ENDPOINTS.into() }]),
         Rule::new(
             vec![
@@ -160,6 +184,17 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
     }
     check.push(Rule::new(vec![in_set(frontend_key(), MASQUERADE, false)], vec![jump(MARK_FOR_MASQUERADE)]));
     let detector = config.local_detector.for_family(family);
+    let short_circuit = |map: &str| Stmt::Vmap { key: frontend_key(), map: map.into() };
+    // In-cluster clients of a Local-policy external frontend go to its
+    // mark servers (every endpoint); the mark chains accept, so the
+    // no-endpoints drop below does not apply to them.
+    let mut input = vec![Rule::new(vec![new()], vec![jump(FIREWALL_CHECK)])];
+    if let Some(pods) = from_pods(&detector, false) {
+        input.push(
+            Rule::new(vec![new(), pods], vec![short_circuit(SHORT_CIRCUIT_PODS)]).comment("pods use every endpoint"),
+        );
+    }
+    input.push(Rule::new(vec![new()], vec![jump(SERVICES_CHECK)]));
     if let Some(outside) = from_pods(&detector, true) {
         check.push(
             Rule::new(vec![in_set(vec![Field::Daddr], CLUSTER_IPS, false), outside], vec![jump(MARK_FOR_MASQUERADE)])
@@ -167,19 +202,15 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
         );
     }
     vec![
-        base(
-            FILTER_INPUT,
-            ChainType::Filter,
-            Hook::Input,
-            BEFORE_IPVS,
-            vec![Rule::new(vec![new()], vec![jump(SERVICES_CHECK)])],
-        ),
+        base(FILTER_INPUT, ChainType::Filter, Hook::Input, BEFORE_IPVS, input),
         base(
             FILTER_OUTPUT,
             ChainType::Filter,
             Hook::Output,
             BEFORE_IPVS,
             vec![
+                Rule::new(vec![new()], vec![jump(FIREWALL_CHECK)]),
+                Rule::new(vec![new()], vec![short_circuit(SHORT_CIRCUIT_NODE)]).comment("so does the node"),
                 Rule::new(vec![new()], vec![jump(SERVICES_CHECK)]),
                 // The node's own connections leave from a service or node
                 // address; the endpoint must answer the node.
@@ -201,6 +232,7 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
                 Rule::always(vec![Stmt::MarkXor(mark), Stmt::Counter, Stmt::Masquerade]),
             ],
         ),
+        Chain::regular(FIREWALL_CHECK, firewall),
         Chain::regular(SERVICES_CHECK, check),
         Chain::regular(MARK_FOR_MASQUERADE, vec![Rule::always(vec![Stmt::MarkOr(mark)])]),
         Chain::regular(
@@ -258,6 +290,20 @@ fn sets() -> Vec<SetDef> {
         ),
         set(CLUSTER_IPS, vec![Field::Daddr], SetData::None, false, "cluster IPs"),
         set(HAIRPIN, vec![Field::Saddr, Field::Daddr], SetData::None, false, "local endpoint . itself"),
+        set(
+            SHORT_CIRCUIT_PODS,
+            frontend_key(),
+            SetData::Verdict,
+            false,
+            "Local-policy external frontend -> mark for pods",
+        ),
+        set(
+            SHORT_CIRCUIT_NODE,
+            frontend_key(),
+            SetData::Verdict,
+            false,
+            "Local-policy external frontend -> mark for the node",
+        ),
     ]
 }
 
@@ -267,7 +313,16 @@ fn sets() -> Vec<SetDef> {
 /// the table is replaced whole in the same transaction. Otherwise only
 /// elements that differ are deleted and added.
 pub fn ops(old: Option<&Table>, new: &Table) -> Vec<Op> {
-    let same_structure = old.is_some_and(|old| old.chains == new.chains && old.sets == new.sets);
+    // Chains are fixed by the configuration, except the mark chains, which
+    // come and go with their frontends' elements; a chain of the same name
+    // always has the same rules.
+    let same_structure = old.is_some_and(|old| {
+        old.sets == new.sets
+            && old.chains.iter().all(|(name, c)| new.chains.get(name).is_none_or(|n| n == c))
+            && old.chains.keys().chain(new.chains.keys()).all(|name| {
+                name.starts_with("mark-0x") || (old.chains.contains_key(name) && new.chains.contains_key(name))
+            })
+    });
     let Some(old) = old.filter(|_| same_structure) else { return replace(new) };
     let mut ops = Vec::new();
     let empty = BTreeMap::new();
@@ -278,6 +333,13 @@ pub fn ops(old: Option<&Table>, new: &Table) -> Vec<Op> {
         if !gone.is_empty() {
             ops.push(Op::DeleteElements { set: set.clone(), keys: gone });
         }
+    }
+    // Chains after the elements that jump to them are gone, and before the
+    // elements that will.
+    ops.extend(old.chains.keys().filter(|n| !new.chains.contains_key(*n)).map(|n| Op::DeleteChain(n.clone())));
+    for chain in new.chains.values().filter(|c| !old.chains.contains_key(&c.name)) {
+        ops.push(Op::AddChain(Chain { rules: Vec::new(), ..chain.clone() }));
+        ops.extend(chain.rules.iter().map(|rule| Op::AddRule { chain: chain.name.clone(), rule: rule.clone() }));
     }
     for set in new.sets.keys() {
         let (have, want) = (old.elements.get(set).unwrap_or(&empty), new.elements.get(set).unwrap_or(&empty));

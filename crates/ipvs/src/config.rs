@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use kproxy_model::Scheduler;
 
 /// The IPVS planner's settings.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PlanConfig {
     /// `ipvs.scheduler`, for service ports without a `kproxy.io/scheduler`
     /// annotation. `None` (the field left empty) is `rr`, as upstream.
@@ -16,6 +16,15 @@ pub struct PlanConfig {
     /// nftables' `fib daddr type local` does, so the apply edge may pass the
     /// addresses it observed on the node's interfaces instead.
     pub node_port_addresses: Option<Vec<IpAddr>>,
+    /// `masqueradeBit`: short-circuit marks ([`crate::ShortCircuit`]) keep
+    /// clear of it, and the node's marks include it.
+    pub masquerade_bit: u32,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self { default_scheduler: None, node_port_addresses: None, masquerade_bit: 14 }
+    }
 }
 
 impl PlanConfig {

@@ -21,5 +21,7 @@ mod types;
 
 pub use config::PlanConfig;
 pub use diff::{Op, diff};
-pub use plan::{ipvs_scheduler, plan};
-pub use types::{Connections, ObservedServer, Owner, Plan, RealServer, Rejected, ServerKey, VirtualServer};
+pub use plan::{ipvs_scheduler, is_short_circuit_mark, plan};
+pub use types::{
+    Connections, ObservedServer, Owner, Plan, RealServer, Rejected, ServerKey, ShortCircuit, VirtualServer,
+};

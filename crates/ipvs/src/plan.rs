@@ -90,10 +90,86 @@ pub fn plan(state: &ProxyState, config: &PlanConfig) -> Plan {
         .filter(|key| claims.get(key).is_some_and(|c| c.kind != FrontendKind::NodePort))
         .map(|key| key.addr)
         .collect();
+    out.owners = claims;
+    short_circuits(state, config, &mut out);
     out.rejected.sort();
     out.rejected.dedup();
-    out.owners = claims;
     out
+}
+
+/// Short-circuit marks are `MARK_BASE` with a 14-bit index ("KP" in the
+/// high bits keeps them apart from other software's marks).
+const MARK_BASE: u32 = 0x4b50_0000;
+const MARK_INDEXES: u32 = 0x3fff;
+
+/// Whether `mark` is one [`plan`] gives short-circuit servers (with this
+/// masquerade bit), so a mark server carrying it is kproxy's.
+pub fn is_short_circuit_mark(mark: u32, masquerade_bit: u32) -> bool {
+    let masquerade = 1u32 << masquerade_bit.min(31);
+    let base = MARK_BASE & !masquerade;
+    let index = mark & !masquerade & !base;
+    mark & !masquerade & !MARK_INDEXES == base && (1..=MARK_INDEXES).contains(&index)
+}
+
+/// A pair of firewall-mark servers for each external frontend of an
+/// `externalTrafficPolicy: Local` service with endpoints: in-cluster
+/// clients use every endpoint (step 4 of "Choosing endpoints"). A
+/// frontend's mark is derived from its address, protocol and port, so it
+/// stays the same across syncs and restarts while nothing collides
+/// (a collision takes the next free index, in frontend order).
+fn short_circuits(state: &ProxyState, config: &PlanConfig, out: &mut Plan) {
+    let masquerade = 1u32 << config.masquerade_bit.min(31);
+    let base = MARK_BASE & !masquerade;
+    let mut used = std::collections::BTreeSet::new();
+    let ports: BTreeMap<(IpFamily, &kproxy_model::ServicePortName), &ServicePort> =
+        state.service_ports().map(|sp| ((sp.family, &sp.name), sp)).collect();
+    let mut added = Vec::new();
+    for (key, owner) in &out.owners {
+        let Some(sp) = ports.get(&(IpFamily::of(&key.addr), &owner.port)) else { continue };
+        if !owner.kind.is_external()
+            || sp.external_traffic_policy != kproxy_model::TrafficPolicy::Local
+            || sp.cluster_endpoints.is_empty()
+        {
+            continue;
+        }
+        let start = fnv1a(key) % MARK_INDEXES;
+        let free = (0..MARK_INDEXES)
+            .map(|i| base | ((start + i) % MARK_INDEXES + 1))
+            .find(|mark| mark & masquerade == 0 && !used.contains(mark));
+        let Some(pods) = free else {
+            out.rejected.push(Rejected {
+                port: owner.port.clone(),
+                family: sp.family,
+                reason: format!("{key}: no short-circuit mark left; in-cluster clients get its local endpoints"),
+            });
+            continue;
+        };
+        used.insert(pods);
+        let marks = crate::ShortCircuit { pods, node: pods | masquerade };
+        let Some(server) = out.servers.get(key) else { continue };
+        for mark in [marks.pods, marks.node] {
+            added.push(VirtualServer {
+                destinations: real_servers(sp, &sp.cluster_endpoints),
+                mark: Some(mark),
+                ..server.clone()
+            });
+        }
+        out.short_circuits.insert(*key, marks);
+    }
+    for server in added {
+        out.servers.insert(server.key(), server);
+    }
+}
+
+/// FNV-1a over a frontend's protocol, address and port.
+fn fnv1a(key: &ServerKey) -> u32 {
+    let mut bytes = vec![key.protocol as u8];
+    match key.addr {
+        std::net::IpAddr::V4(a) => bytes.extend(a.octets()),
+        std::net::IpAddr::V6(a) => bytes.extend(a.octets()),
+    }
+    bytes.extend(key.port.to_be_bytes());
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
 /// `sp`'s frontends, with node ports moved to the configured addresses.
@@ -114,18 +190,23 @@ fn frontends(sp: &ServicePort, config: &PlanConfig) -> Vec<Frontend> {
 fn virtual_server(sp: &ServicePort, frontend: &Frontend, scheduler: &str) -> VirtualServer {
     let endpoints: &[Endpoint] =
         if frontend.kind.is_external() { sp.external_endpoints() } else { sp.internal_endpoints() };
-    let mut destinations: Vec<RealServer> =
-        endpoints.iter().map(|e| RealServer { addr: e.ip, port: e.port, weight: sp.weight_of(e.ip) }).collect();
-    destinations.sort();
-    destinations.dedup_by_key(|d| d.socket_addr());
     VirtualServer {
         protocol: sp.name.protocol,
         addr: frontend.ip,
         port: frontend.port,
         scheduler: scheduler.to_owned(),
         persistence: sp.session_affinity.map(|a| a.timeout_seconds),
-        destinations,
+        destinations: real_servers(sp, endpoints),
+        mark: None,
     }
+}
+
+fn real_servers(sp: &ServicePort, endpoints: &[Endpoint]) -> Vec<RealServer> {
+    let mut destinations: Vec<RealServer> =
+        endpoints.iter().map(|e| RealServer { addr: e.ip, port: e.port, weight: sp.weight_of(e.ip) }).collect();
+    destinations.sort();
+    destinations.dedup_by_key(|d| d.socket_addr());
+    destinations
 }
 
 #[cfg(test)]

@@ -7,18 +7,40 @@ use std::net::{IpAddr, SocketAddr};
 
 use kproxy_model::{FrontendKind, IpFamily, Protocol, ServicePortName};
 
-/// What identifies a virtual server: protocol, virtual address and port.
+/// What identifies a virtual server: protocol, virtual address and port,
+/// or, for a firewall-mark server, its mark (the kernel's key) with the
+/// frontend whose in-cluster traffic it takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServerKey {
     pub protocol: Protocol,
     pub addr: IpAddr,
     pub port: u16,
+    /// `Some`: a firewall-mark server (`ipvsadm -f`), serving packets that
+    /// carry exactly this mark.
+    pub mark: Option<u32>,
 }
 
-/// `ipvsadm -Ln` spelling: `TCP  10.96.0.10:80`, IPv6 in brackets.
+impl ServerKey {
+    /// The key of an address server.
+    pub fn new(protocol: Protocol, addr: IpAddr, port: u16) -> Self {
+        Self { protocol, addr, port, mark: None }
+    }
+
+    /// The address server this key is or belongs to.
+    pub fn frontend(&self) -> ServerKey {
+        ServerKey { mark: None, ..*self }
+    }
+}
+
+/// `ipvsadm -Ln` spelling: `TCP  10.96.0.10:80`, IPv6 in brackets; a mark
+/// server as `FWM 0x...` with its frontend.
 impl fmt::Display for ServerKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.protocol, SocketAddr::new(self.addr, self.port))
+        let frontend = SocketAddr::new(self.addr, self.port);
+        match self.mark {
+            None => write!(f, "{} {frontend}", self.protocol),
+            Some(mark) => write!(f, "FWM {mark:#x} (in-cluster {} {frontend})", self.protocol),
+        }
     }
 }
 
@@ -51,11 +73,13 @@ pub struct VirtualServer {
     pub persistence: Option<u32>,
     /// Sorted by address and port, no duplicates.
     pub destinations: Vec<RealServer>,
+    /// A firewall-mark server (see [`ServerKey::mark`]).
+    pub mark: Option<u32>,
 }
 
 impl VirtualServer {
     pub fn key(&self) -> ServerKey {
-        ServerKey { protocol: self.protocol, addr: self.addr, port: self.port }
+        ServerKey { protocol: self.protocol, addr: self.addr, port: self.port, mark: self.mark }
     }
 
     /// Persistence granularity: one client address (/32 or /128), as
@@ -97,8 +121,24 @@ pub struct Plan {
     pub addresses: BTreeSet<IpAddr>,
     /// Sorted by service port, then family.
     pub rejected: Vec<Rejected>,
-    /// Which service port and frontend kind each server serves.
+    /// Which service port and frontend kind each address server serves.
     pub owners: BTreeMap<ServerKey, Owner>,
+    /// The marks of the firewall-mark servers of each external frontend of
+    /// an `externalTrafficPolicy: Local` service: in-cluster clients of
+    /// that frontend use every endpoint (SEMANTICS.md, "Choosing
+    /// endpoints", step 4), so the companion table marks their packets and
+    /// IPVS serves them from these servers instead.
+    pub short_circuits: BTreeMap<ServerKey, ShortCircuit>,
+}
+
+/// The two marks of one frontend's short-circuit: pods' packets get `pods`,
+/// the node's own get `node` (`pods` plus the masquerade bit, so they are
+/// also masqueraded). Each has its own firewall-mark server with the same
+/// endpoints: IPVS matches the whole mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ShortCircuit {
+    pub pods: u32,
+    pub node: u32,
 }
 
 /// The service port a virtual server belongs to, and as which frontend.

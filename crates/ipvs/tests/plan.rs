@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use kproxy_ipvs::{Connections, ObservedServer, Op, PlanConfig, ServerKey, plan};
+use kproxy_ipvs::{Connections, ObservedServer, Op, PlanConfig, ServerKey, VirtualServer, plan};
 use kproxy_model::Protocol;
 use kproxy_state::StateConfig;
 use kproxy_testkit::{EndpointBuilder as Ep, Scenario, node, service, slice};
@@ -42,7 +42,7 @@ fn web(s: &mut Scenario, endpoints: &[(&str, &str)]) {
 }
 
 fn key(addr: &str, port: u16) -> ServerKey {
-    ServerKey { protocol: Protocol::Tcp, addr: addr.parse().expect("test address"), port }
+    ServerKey::new(Protocol::Tcp, addr.parse().expect("test address"), port)
 }
 
 #[test]
@@ -55,6 +55,7 @@ fn a_load_balancer_service_plans_every_frontend_from_the_annotations() {
     let summary: Vec<String> = plan
         .servers
         .values()
+        .filter(|v| v.mark.is_none())
         .map(|v| {
             let dests: Vec<String> =
                 v.destinations.iter().map(|d| format!("{}/{}", d.socket_addr(), d.weight)).collect();
@@ -72,6 +73,14 @@ fn a_load_balancer_service_plans_every_frontend_from_the_annotations() {
     );
     let addresses: Vec<String> = plan.addresses.iter().map(ToString::to_string).collect();
     assert_eq!(addresses, ["10.96.0.10", "198.51.100.1", "203.0.113.7"]);
+    // In-cluster clients of the three Local-policy frontends: two mark
+    // servers each (pods, node), with every endpoint.
+    let marked: Vec<&VirtualServer> = plan.servers.values().filter(|v| v.mark.is_some()).collect();
+    assert_eq!(marked.len(), 6);
+    for v in marked {
+        let dests: Vec<String> = v.destinations.iter().map(|d| format!("{}/{}", d.socket_addr(), d.weight)).collect();
+        assert_eq!(dests, ["10.244.1.10:8080/1", "10.244.2.10:8080/3"], "{}", v.key());
+    }
 }
 
 #[test]
@@ -138,6 +147,13 @@ fn syncs_converge_on_the_plan_and_drain_a_removed_endpoint() {
     let busy = "10.244.2.10:8080".parse().expect("test socket address");
     kernel.get_mut(&cluster_ip).expect("planned").connections.insert(busy, Connections { active: 1, inactive: 0 });
     let ops = kproxy_ipvs::diff(&kernel, &second.servers, &[]);
+    // The idle mark servers (in-cluster clients of the LB frontends) lose
+    // it at once; the cluster IP quiesces it.
+    let (marked, ops_now): (Vec<Op>, Vec<Op>) =
+        ops.into_iter().partition(|op| matches!(op, Op::DeleteDest { server, .. } if server.mark.is_some()));
+    assert_eq!(marked.len(), 6, "{marked:?}");
+    apply(&mut kernel, &marked);
+    let ops = ops_now;
     assert_eq!(ops.len(), 1, "{ops:?}");
     assert!(matches!(ops[0], Op::EditDest { server, dest } if server == cluster_ip && dest.weight == 0));
     apply(&mut kernel, &ops);
@@ -153,6 +169,6 @@ fn syncs_converge_on_the_plan_and_drain_a_removed_endpoint() {
     s.sync();
     let third = plan(s.state(), &PlanConfig::default());
     let ops = kproxy_ipvs::diff(&kernel, &third.servers, &[]);
-    assert_eq!(ops.len(), 4);
+    assert_eq!(ops.len(), 4 + 6, "4 frontends and 6 mark servers");
     assert!(ops.iter().all(|op| matches!(op, Op::DeleteServer(_))));
 }

@@ -113,6 +113,9 @@ pub enum Stmt {
     MarkOr(u32),
     /// `meta mark set meta mark xor bits`.
     MarkXor(u32),
+    /// `meta mark set value`: the whole mark (an IPVS firewall mark must
+    /// equal its service's exactly).
+    MarkSet(u32),
     /// `masquerade fully-random`.
     Masquerade,
     /// DNAT to the address and port the key maps to.

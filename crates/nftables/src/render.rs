@@ -251,6 +251,7 @@ pub fn rule(family: IpFamily, rule: &Rule) -> String {
             }
             Stmt::MarkOr(mark) => format!("meta mark set meta mark or {mark:#x}"),
             Stmt::MarkXor(mark) => format!("meta mark set meta mark xor {mark:#x}"),
+            Stmt::MarkSet(mark) => format!("meta mark set {mark:#x}"),
             Stmt::Masquerade => "masquerade fully-random".into(),
             Stmt::DnatMap { key, map } => format!("dnat {ip} to {} map @{map}", fields(family, key)),
             Stmt::Dnat(addr) => format!("dnat {ip} to {addr}"),

@@ -203,6 +203,10 @@ impl Walker<'_> {
                         state.mark ^= m;
                         next.push(state);
                     }
+                    Stmt::MarkSet(m) => {
+                        state.mark = *m;
+                        next.push(state);
+                    }
                     Stmt::Masquerade => {
                         state.masquerade = true;
                         finished.push((Some(Flow::Accept), state));

@@ -145,3 +145,54 @@ fn an_unknown_table_is_replaced_whole_and_a_known_one_changes_by_elements() {
     let restructured = table(&state, &plan(&state, &PlanConfig::default()), IpFamily::V4, &config);
     assert_eq!(ops(Some(&after), &restructured)[..3], [Op::AddTable, Op::DeleteTable, Op::AddTable]);
 }
+
+#[test]
+fn in_cluster_clients_of_a_local_frontend_are_marked_for_its_mark_servers() {
+    let remote = ep("10.244.2.10", false);
+    let config = kproxy_nftables::PlanConfig {
+        local_detector: LocalDetector::Cidrs(vec!["10.244.0.0/16".parse().unwrap()]),
+        ..Default::default()
+    };
+    let before = state([port("web", "10.96.0.10", vec![remote.clone()])]);
+    let old = table(&before, &plan(&before, &PlanConfig::default()), IpFamily::V4, &config);
+    let after = state([with_lb(port("web", "10.96.0.10", vec![remote]), "198.51.100.1", TrafficPolicy::Local)]);
+    let planned = plan(&after, &PlanConfig::default());
+    let new = table(&after, &planned, IpFamily::V4, &config);
+    let marks = planned.short_circuits.values().next().expect("the LB IP short-circuits");
+    let pods = mark_chain(marks.pods);
+    assert_eq!(
+        elements(&new, SHORT_CIRCUIT_PODS),
+        vec![format!("Addr(198.51.100.1) . Proto(Tcp) . Port(80) : Verdict(Goto({pods:?}))")]
+    );
+    assert_eq!(render::chain(IpFamily::V4, &new.chains[&pods]), format!("meta mark set {:#x} accept\n", marks.pods));
+    let input = render::chain(IpFamily::V4, &new.chains[FILTER_INPUT]);
+    assert!(
+        input.contains("ip saddr { 10.244.0.0/16 } ip daddr . meta l4proto . th dport vmap @short-circuit-pods"),
+        "{input}"
+    );
+    // External clients still meet the drop: no local endpoint.
+    assert_eq!(elements(&new, NO_ENDPOINTS), vec!["Addr(198.51.100.1) . Proto(Tcp) . Port(80) : Verdict(Drop)"]);
+
+    // Incremental: the mark chains come with their elements, no table replace.
+    let changes = ops(Some(&old), &new);
+    assert!(!changes.contains(&Op::DeleteTable), "{changes:?}");
+    let added: Vec<String> = changes
+        .iter()
+        .filter_map(|op| match op {
+            Op::AddChain(c) => Some(c.name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        added,
+        vec![mark_chain(marks.pods), mark_chain(marks.node)]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+    );
+    // And back: elements first, then the chains they pointed to.
+    let back = ops(Some(&new), &old);
+    let first_delete_chain = back.iter().position(|op| matches!(op, Op::DeleteChain(_))).expect("mark chains deleted");
+    assert!(back[..first_delete_chain].iter().all(|op| matches!(op, Op::DeleteElements { .. })), "{back:?}");
+}

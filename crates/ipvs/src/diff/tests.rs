@@ -19,7 +19,15 @@ fn dest(addr: &str, weight: u32) -> RealServer {
 }
 
 fn server(protocol: Protocol, addr: &str, destinations: Vec<RealServer>) -> VirtualServer {
-    VirtualServer { protocol, addr: ip(addr), port: 80, scheduler: "rr".into(), persistence: None, destinations }
+    VirtualServer {
+        protocol,
+        addr: ip(addr),
+        port: 80,
+        scheduler: "rr".into(),
+        persistence: None,
+        destinations,
+        mark: None,
+    }
 }
 
 fn desired(servers: impl IntoIterator<Item = VirtualServer>) -> BTreeMap<ServerKey, VirtualServer> {

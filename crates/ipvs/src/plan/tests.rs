@@ -49,7 +49,7 @@ fn state(ports: impl IntoIterator<Item = ServicePort>) -> ProxyState {
 }
 
 fn key(protocol: Protocol, addr: &str, port: u16) -> ServerKey {
-    ServerKey { protocol, addr: ip(addr), port }
+    ServerKey::new(protocol, ip(addr), port)
 }
 
 fn dests(server: &VirtualServer) -> Vec<String> {
@@ -115,12 +115,57 @@ fn local_external_policy_sends_external_frontends_to_local_endpoints_only() {
     sp.external_traffic_policy = TrafficPolicy::Local;
     let plan = plan(&state([sp]), &PlanConfig::default());
     for (key, server) in &plan.servers {
-        let want: &[&str] = match key.addr == ip("10.96.0.10") {
+        // In-cluster clients (the mark servers) use every endpoint.
+        let want: &[&str] = match key.addr == ip("10.96.0.10") || key.mark.is_some() {
             true => &["10.244.1.10:8080/1", "10.244.2.10:8080/1"],
             false => &["10.244.1.10:8080/1"],
         };
         assert_eq!(dests(server), want, "{key}");
     }
+}
+
+#[test]
+fn in_cluster_clients_of_local_external_frontends_get_mark_servers_with_every_endpoint() {
+    let mut sp = exposed();
+    sp.external_traffic_policy = TrafficPolicy::Local;
+    let first = plan(&state([sp.clone()]), &PlanConfig::default());
+    let external: Vec<ServerKey> =
+        first.servers.keys().filter(|k| k.mark.is_none() && k.addr != ip("10.96.0.10")).copied().collect();
+    assert_eq!(
+        first.short_circuits.keys().copied().collect::<Vec<_>>(),
+        external,
+        "every external frontend, no cluster IP"
+    );
+    let mut marks = std::collections::BTreeSet::new();
+    for (frontend, short) in &first.short_circuits {
+        assert_eq!(short.node, short.pods | 0x4000, "the node's mark adds the masquerade bit");
+        assert_eq!(short.pods & 0x4000, 0);
+        assert_eq!(short.pods & 0xffff_0000, 0x4b50_0000);
+        assert!(marks.insert(short.pods), "marks are unique");
+        assert!(is_short_circuit_mark(short.pods, 14) && is_short_circuit_mark(short.node, 14));
+        for mark in [short.pods, short.node] {
+            let server = &first.servers[&ServerKey { mark: Some(mark), ..*frontend }];
+            assert_eq!(server.scheduler, first.servers[frontend].scheduler);
+        }
+    }
+    // Stable: the same frontends get the same marks, whatever else changes.
+    let mut other = port("other", Protocol::Udp);
+    other.frontends = vec![Frontend::new(FrontendKind::ClusterIp, ip("10.96.0.99"), 53)];
+    let again = plan(&state([other, sp.clone()]), &PlanConfig::default());
+    assert_eq!(again.short_circuits, first.short_circuits);
+    // Another masquerade bit: marks keep clear of it.
+    let config = PlanConfig { masquerade_bit: 22, ..PlanConfig::default() };
+    let shifted = plan(&state([sp.clone()]), &config);
+    for short in shifted.short_circuits.values() {
+        assert_eq!(short.pods & (1 << 22), 0);
+        assert_eq!(short.node, short.pods | (1 << 22));
+    }
+    assert!(!is_short_circuit_mark(0x4000, 14) && !is_short_circuit_mark(0x4b50_0000, 14));
+    assert!(!is_short_circuit_mark(0x1234, 14));
+    // Without any endpoint there is nothing to short-circuit to (it is rejected).
+    sp.cluster_endpoints.clear();
+    sp.local_endpoints.clear();
+    assert!(plan(&state([sp]), &PlanConfig::default()).short_circuits.is_empty());
 }
 
 #[test]

@@ -500,6 +500,13 @@ impl Exprs<'_> {
             }
             Stmt::MarkOr(bits) => self.mark(!bits, *bits),
             Stmt::MarkXor(bits) => self.mark(u32::MAX, *bits),
+            Stmt::MarkSet(value) => {
+                self.immediate_value(1, &value.to_ne_bytes());
+                self.expr("meta", |w| {
+                    w.u32(meta::KEY, META_MARK);
+                    w.u32(meta::SREG, 1);
+                });
+            }
             Stmt::Masquerade => self.expr("masq", |w| w.u32(masq::FLAGS, NF_NAT_RANGE_PROTO_RANDOM_FULLY)),
             Stmt::DnatMap { key, map } => {
                 let reg = self.load_key(key);

@@ -161,6 +161,7 @@ fn rules(family: IpFamily) -> Vec<Rule> {
         Rule::always(vec![Stmt::HashGoto { field: Field::Daddr, targets: vec!["other".into()] }]),
         Rule::always(vec![Stmt::MarkOr(0x4000)]),
         Rule::always(vec![Stmt::MarkXor(0x4000)]),
+        Rule::always(vec![Stmt::MarkSet(0x4b50_0123), Stmt::Verdict(Verdict::Accept)]),
         Rule::new(vec![Match::L4protoHasPorts], vec![Stmt::DnatMap { key: frontend_key(), map: "endpoints".into() }]),
         Rule::new(
             vec![Match::L4protoHasPorts],

@@ -1,0 +1,294 @@
+//! kproxy's IPVS mode against the real kernel, end to end in the IPVS VM
+//! (this machine's kernel has no IPVS): the kproxy binary runs in node-a
+//! of the lab topology, real connections go through the virtual servers
+//! it programs, and `ipvsadm -Ln` in node-a is the kernel's word on what
+//! it programmed. Each test boots the VM and fails when it cannot.
+
+mod ipvs_kernel;
+mod ipvs_lab;
+mod lab;
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use ipvs_kernel::*;
+use kproxy_model::IpFamily;
+use kproxy_testkit::vm;
+use lab::*;
+
+/// web-a1 on node-a, web-b1 on node-b, a client pod on node-a.
+fn web_lab() -> Lab {
+    Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")])
+}
+
+/// Both web pods' real servers, as `ipvsadm -Ln` prints them.
+fn web_reals(lab: &Lab) -> [String; 2] {
+    [real(lab.pod("web-a1").ipv4), real(lab.pod("web-b1").ipv4)]
+}
+
+/// Waits until every one of `servers` is in the kernel with `reals` real servers.
+fn programmed(lab: &Lab, servers: &[&str], reals: usize) {
+    within(lab, Duration::from_secs(20), &format!("{servers:?} with {reals} real servers each"), || {
+        let kernel = kernel(lab);
+        servers.iter().all(|s| kernel.get(*s).is_some_and(|v| v.reals.len() == reals))
+    });
+}
+
+#[test]
+fn rr_alternates_wrr_keeps_its_weights_and_sh_pins_each_source() {
+    if !vm::in_guest() {
+        return in_vm("rr_alternates_wrr_keeps_its_weights_and_sh_pins_each_source");
+    }
+    let mut lab = web_lab();
+    let (a, b) = (lab.pod("web-a1").ipv4, lab.pod("web-b1").ipv4);
+    let annotated = format!("{a}=3,{b}=1");
+    lab.write("rr.yaml", &service_with("rr", &[("kproxy.io/scheduler", "rr")], &cluster_ip("10.96.0.11", "web")));
+    let wrr = [("kproxy.io/scheduler", "wrr"), ("kproxy.io/weights", annotated.as_str())];
+    lab.write("wrr.yaml", &service_with("wrr", &wrr, &cluster_ip("10.96.0.12", "web")));
+    lab.write("sh.yaml", &service_with("sh", &[("kproxy.io/scheduler", "sh")], &cluster_ip("10.96.0.13", "web")));
+    // No annotation: the --ipvs-scheduler default.
+    lab.write("plain.yaml", &service_with("plain", &[], &cluster_ip("10.96.0.14", "web")));
+    start_ipvs(&mut lab, &["--ipvs-scheduler", "sed"]);
+    let servers = ["TCP 10.96.0.11:80", "TCP 10.96.0.12:80", "TCP 10.96.0.13:80", "TCP 10.96.0.14:80"];
+    programmed(&lab, &servers, 2);
+
+    let table = kernel(&lab);
+    let schedulers: Vec<&str> = servers.iter().map(|s| table[*s].scheduler.as_str()).collect();
+    assert_eq!(schedulers, ["rr", "wrr", "sh", "sed"], "{}", ipvsadm(&lab));
+    let [ra, rb] = web_reals(&lab);
+    let wrr_weights = weights(&lab, "TCP 10.96.0.12:80").expect("the wrr server");
+    assert_eq!(wrr_weights, [(ra.clone(), 3), (rb.clone(), 1)].into(), "kproxy.io/weights in the kernel");
+    assert!(table["TCP 10.96.0.11:80"].reals.values().all(|r| r.weight == 1), "default weight 1");
+
+    let client = &lab.pod("client-a1").ns;
+    let rr = sequence(&lab, client, "10.96.0.11:80", None, 8);
+    assert!(rr.windows(2).all(|w| w[0] != w[1]), "rr alternates strictly: {rr:?}");
+    assert_eq!(count(&rr, "web-a1"), 4, "rr: {rr:?}");
+
+    // wrr with weights 3:1 cycles A A A B: every 4 in a row hold one B.
+    let wrr = sequence(&lab, client, "10.96.0.12:80", None, 12);
+    assert_eq!((count(&wrr, "web-a1"), count(&wrr, "web-b1")), (9, 3), "wrr 3:1: {wrr:?}");
+    assert!(wrr.windows(4).all(|w| count(w, "web-b1") == 1), "wrr cycle of 4: {wrr:?}");
+
+    // sh: each client address always reaches one backend; addresses spread.
+    let outside = lab.client();
+    let sources: Vec<IpAddr> = (20..28).map(|h| IpAddr::V4(Ipv4Addr::new(203, 0, 113, h))).collect();
+    for source in &sources {
+        outside.ip(&["addr", "add", &format!("{source}/32"), "dev", "lo"]).expect("a client source address");
+    }
+    let mut chosen = BTreeSet::new();
+    for source in &sources {
+        let seen = sequence(&lab, outside, "10.96.0.13:80", Some(*source), 3);
+        assert!(seen.iter().all(|n| *n == seen[0]), "sh moved source {source}: {seen:?}");
+        chosen.insert(seen[0].clone());
+    }
+    assert_eq!(chosen, BTreeSet::from(["web-a1".to_owned(), "web-b1".to_owned()]), "sh spreads sources");
+}
+
+#[test]
+fn least_connection_schedulers_send_new_connections_to_the_idle_endpoint() {
+    if !vm::in_guest() {
+        return in_vm("least_connection_schedulers_send_new_connections_to_the_idle_endpoint");
+    }
+    let mut lab = web_lab();
+    let schedulers = [("lc", "10.96.0.21"), ("sed", "10.96.0.22"), ("nq", "10.96.0.23")];
+    for (scheduler, ip) in schedulers {
+        let manifest = service_with(scheduler, &[("kproxy.io/scheduler", scheduler)], &cluster_ip(ip, "web"));
+        lab.write(&format!("{scheduler}.yaml"), &manifest);
+    }
+    start_ipvs(&mut lab, &[]);
+    let servers: Vec<String> = schedulers.iter().map(|(_, ip)| format!("TCP {ip}:80")).collect();
+    programmed(&lab, &servers.iter().map(String::as_str).collect::<Vec<_>>(), 2);
+    let table = kernel(&lab);
+    for ((scheduler, _), server) in schedulers.iter().zip(&servers) {
+        assert_eq!(table[server].scheduler, *scheduler, "{}", ipvsadm(&lab));
+    }
+
+    let client = &lab.pod("client-a1").ns;
+    for (scheduler, ip) in schedulers {
+        let to = format!("{ip}:80");
+        // One connection held open: its backend has an active connection,
+        // the other none, so every new connection goes to the other.
+        let mut held = Held::open(client, &to);
+        let busy = held.backend.clone();
+        let fresh = sequence(&lab, client, &to, None, 6);
+        assert!(fresh.iter().all(|n| *n != busy), "{scheduler}: new connections went to busy {busy}: {fresh:?}");
+        let again = held.request().unwrap_or_else(|e| panic!("{scheduler}: the held connection: {e}"));
+        assert_eq!(again.backend, busy, "{scheduler}: the held connection moved");
+        let active = kernel(&lab)[&format!("TCP {to}")].reals.values().map(|r| r.active).sum::<u32>();
+        assert_eq!(active, 1, "{scheduler}: one active connection\n{}", ipvsadm(&lab));
+        held.reset();
+    }
+}
+
+#[test]
+fn a_removed_tcp_endpoint_finishes_its_open_connection_then_leaves_the_kernel() {
+    if !vm::in_guest() {
+        return in_vm("a_removed_tcp_endpoint_finishes_its_open_connection_then_leaves_the_kernel");
+    }
+    let mut lab = web_lab();
+    lab.write("web.yaml", &service("web", &cluster_ip("10.96.0.10", "web")));
+    start_ipvs(&mut lab, &[]);
+    const SERVER: &str = "TCP 10.96.0.10:80";
+    programmed(&lab, &[SERVER], 2);
+    let client = &lab.pod("client-a1").ns;
+    let mut held = Held::open(client, "10.96.0.10:80");
+    let leaving = held.backend.clone();
+    let staying = if leaving == "web-a1" { "web-b1" } else { "web-a1" };
+    let leaving_real = real(lab.pod(&leaving).ipv4);
+
+    lab.set_app(&leaving, Some("retired"));
+    let quiesced = |lab: &Lab| weights(lab, SERVER).and_then(|w| w.get(&leaving_real).copied()) == Some(0);
+    within(&lab, Duration::from_secs(10), "the leaving destination at weight 0", || quiesced(&lab));
+    for i in 0..3 {
+        let reply = held.request().unwrap_or_else(|e| panic!("request {i} over the open connection: {e}"));
+        assert_eq!(reply.backend, leaving, "the open connection stays on its endpoint");
+    }
+    let fresh = sequence(&lab, client, "10.96.0.10:80", None, 6);
+    assert!(fresh.iter().all(|n| n == staying), "new connections reached the removed endpoint: {fresh:?}");
+    // Several full syncs (1 s) later the connection is still open: still there, quiesced.
+    std::thread::sleep(Duration::from_secs(3));
+    let table = kernel(&lab);
+    let still = table[SERVER].reals.get(&leaving_real);
+    assert_eq!(still.map(|r| (r.weight, r.active)), Some((0, 1)), "draining while open\n{}", ipvsadm(&lab));
+
+    // A reset leaves the IPVS entry in CLOSE for 10 s; then the next sync deletes it.
+    held.reset();
+    let closed = Instant::now();
+    within(&lab, Duration::from_secs(40), "the drained destination deleted", || {
+        weights(&lab, SERVER).is_some_and(|w| !w.contains_key(&leaving_real) && w.len() == 1)
+    });
+    eprintln!("deleted {:?} after the connection's reset", closed.elapsed());
+    let after = sequence(&lab, client, "10.96.0.10:80", None, 4);
+    assert!(after.iter().all(|n| n == staying), "{after:?}");
+}
+
+#[test]
+fn cleanup_removes_kproxys_servers_interface_and_tables_and_nothing_foreign_or_excluded() {
+    if !vm::in_guest() {
+        return in_vm("cleanup_removes_kproxys_servers_interface_and_tables_and_nothing_foreign_or_excluded");
+    }
+    let mut lab = web_lab();
+    // Someone else's virtual server: not on kube-ipvs0, not a node port.
+    const FOREIGN: &str = "TCP 10.0.0.1:80";
+    let pod_a = std::net::SocketAddr::from((lab.pod("web-a1").ipv4, PORT));
+    let mut ipvs = ipvs_lab::ipvs(lab.node());
+    ipvs_lab::virtual_server(&mut ipvs, "10.0.0.1:80".parse().unwrap(), "wlc", &[pod_a]);
+    let foreign_before = kernel(&lab)[FOREIGN].clone();
+
+    let node_port = "  type: NodePort\n  clusterIP: 10.96.0.10\n  selector: {app: web}\n  \
+                     ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n";
+    lab.write("web.yaml", &service("web", node_port));
+    lab.write("kept.yaml", &service("kept", &cluster_ip("10.96.0.20", "web")));
+    lab.write("empty.yaml", &service("empty", &cluster_ip("10.96.0.30", "nobody")));
+    start_ipvs(&mut lab, &[]);
+    programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.20:80", "TCP 192.168.77.1:30080"], 2);
+    let client = &lab.pod("client-a1").ns;
+    // The companion table rejects a service without endpoints.
+    let empty = lab.request(client, "10.96.0.30:80", kproxy_model::Protocol::Tcp, None);
+    assert_eq!(empty, Outcome::Refused, "the companion table rejects 10.96.0.30:80");
+    // More syncs, each reading the kernel: the foreign server is left as it was.
+    lab.set_app("web-b1", None);
+    programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.20:80"], 1);
+    lab.set_app("web-b1", Some("web"));
+    programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.20:80"], 2);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(kernel(&lab).get(FOREIGN), Some(&foreign_before), "kproxy's syncs changed the foreign server");
+    lab.stop();
+
+    let (ok, out) = lab.kproxy(&["cleanup", "--proxy-mode", "ipvs", "--ipvs-exclude-cidrs", "10.96.0.20/32"]);
+    assert!(ok, "kproxy cleanup: {out}");
+    let left: Vec<String> = kernel(&lab).into_keys().collect();
+    assert_eq!(left, [FOREIGN, "TCP 10.96.0.20:80"], "what cleanup left\n{}", ipvsadm(&lab));
+    assert_eq!(kernel(&lab).get(FOREIGN), Some(&foreign_before), "cleanup changed the foreign server");
+    let links = lab.node().ip_output(&["-o", "link", "show"]).expect("node-a's links");
+    assert!(!links.contains(ipvs_lab::DUMMY), "{} survived cleanup: {links}", ipvs_lab::DUMMY);
+    for family in IpFamily::ALL {
+        assert!(!companion_table_exists(&lab, family), "the {family:?} companion table survived cleanup");
+    }
+    // A second cleanup finds nothing and still succeeds.
+    let (ok, out) = lab.kproxy(&["cleanup", "--proxy-mode", "ipvs", "--ipvs-exclude-cidrs", "10.96.0.20/32"]);
+    assert!(ok, "a second kproxy cleanup: {out}");
+    assert_eq!(kernel(&lab).len(), 2, "{}", ipvsadm(&lab));
+}
+
+#[test]
+fn kproxy_list_prints_what_ipvsadm_prints_field_for_field() {
+    if !vm::in_guest() {
+        return in_vm("kproxy_list_prints_what_ipvsadm_prints_field_for_field");
+    }
+    let mut lab = web_lab();
+    let (a, b) = (lab.pod("web-a1").ipv4, lab.pod("web-b1").ipv4);
+    let sticky = "  type: NodePort\n  clusterIP: 10.96.0.10\n  selector: {app: web}\n  sessionAffinity: ClientIP\n  \
+                  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n";
+    lab.write("sticky.yaml", &service("sticky", sticky));
+    let weights = format!("{a}=5,{b}=2");
+    let wrr = [("kproxy.io/scheduler", "wrr"), ("kproxy.io/weights", weights.as_str())];
+    lab.write("weighted.yaml", &service_with("weighted", &wrr, &cluster_ip("10.96.0.12", "web")));
+    let dns = "  clusterIP: 10.96.0.53\n  selector: {app: web}\n  ports: [{name: dns, protocol: UDP, port: 53, targetPort: 8080}]\n";
+    lab.write("dns.yaml", &service_with("dns", &[("kproxy.io/scheduler", "sh")], dns));
+    // A foreign server is listed too, without a comment.
+    let pod_a = std::net::SocketAddr::from((a, PORT));
+    ipvs_lab::virtual_server(&mut ipvs_lab::ipvs(lab.node()), "10.0.0.1:80".parse().unwrap(), "lc", &[pod_a]);
+    start_ipvs(&mut lab, &[]);
+    programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.12:80", "UDP 10.96.0.53:53", "TCP 192.168.77.1:30080"], 2);
+    // Some connections, so the counts are not all 0.
+    let client = &lab.pod("client-a1").ns;
+    sequence(&lab, client, "10.96.0.12:80", None, 3);
+    let _held = Held::open(client, "10.96.0.10:80");
+    lab.request(client, "10.96.0.53:53", kproxy_model::Protocol::Udp, None);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (ok, listed) = lab.kproxy(&["list"]);
+    assert!(ok, "kproxy list: {listed}");
+    let kernel_text = ipvsadm(&lab);
+    let fields = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .filter(|l| !l.starts_with("IP Virtual Server version"))
+            .map(|l| l.split_once(" #").map_or(l, |(fields, _)| fields))
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    assert_eq!(fields(&listed), fields(&kernel_text), "kproxy list:\n{listed}\nipvsadm -Ln:\n{kernel_text}");
+    let line = |prefix: &str| listed.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_owned();
+    assert!(line("TCP  10.96.0.10:80").contains("persistent 10800") && line("TCP  10.96.0.10:80").contains(" # "));
+    assert!(line("UDP  10.96.0.53:53").contains("# "), "kproxy's servers carry a comment:\n{listed}");
+    assert!(!line("TCP  10.0.0.1:80").contains('#'), "a foreign server has no comment:\n{listed}");
+    assert!(listed.lines().count() > 10, "{listed}");
+}
+
+#[test]
+fn changing_one_services_endpoints_changes_only_that_service_in_the_kernel() {
+    if !vm::in_guest() {
+        return in_vm("changing_one_services_endpoints_changes_only_that_service_in_the_kernel");
+    }
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "api-a1"), (2, "api-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", &cluster_ip("10.96.0.10", "web")));
+    lab.write("api.yaml", &service("api", &cluster_ip("10.96.0.20", "api")));
+    start_ipvs(&mut lab, &[]);
+    programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.20:80"], 2);
+    let initial: usize = sync_summaries(&lab).iter().map(|s| changes(s)).sum();
+    assert_eq!(initial, 6, "two servers and four destinations: {:?}", sync_summaries(&lab));
+
+    // A connection to web lives in web's destinations: a recreated
+    // server or destination would lose it.
+    let client = &lab.pod("client-a1").ns;
+    let mut held = Held::open(client, "10.96.0.10:80");
+    let web_before = kernel(&lab)["TCP 10.96.0.10:80"].clone();
+    let before = sync_summaries(&lab).len();
+    lab.set_app("api-b1", None);
+    programmed(&lab, &["TCP 10.96.0.20:80"], 1);
+    within(&lab, Duration::from_secs(10), "the sync's summary", || {
+        sync_summaries(&lab)[before..].iter().any(|s| changes(s) > 0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let after = sync_summaries(&lab)[before..].to_vec();
+    let sent: usize = after.iter().map(|s| changes(s)).sum();
+    assert_eq!(sent, 1, "removing one idle destination is one IPVS change: {after:?}");
+    assert!(after.iter().all(|s| s.starts_with("partial")), "{after:?}");
+    assert_eq!(kernel(&lab)["TCP 10.96.0.10:80"], web_before, "web's server was touched");
+    assert_eq!(held.request().map(|r| r.backend), Ok(held.backend.clone()), "web's open connection");
+    let api = kernel(&lab)["TCP 10.96.0.20:80"].reals.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(api, [real(lab.pod("api-a1").ipv4)]);
+}

@@ -99,8 +99,8 @@ pub fn weights(lab: &Lab, server: &str) -> Option<BTreeMap<String, u32>> {
     kernel(lab).get(server).map(|v| v.reals.iter().map(|(a, r)| (a.clone(), r.weight)).collect())
 }
 
-/// Polls `check` every 100 ms for up to `limit`; panics with `what`, the
-/// kernel's table and kproxy's log when it never holds.
+/// Polls `check` every 100 ms for up to `limit`; panics with `what` and
+/// the kernel's table when it never holds (the lab adds kproxy's log).
 pub fn within(lab: &Lab, limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -109,7 +109,7 @@ pub fn within(lab: &Lab, limit: Duration, what: &str, mut check: impl FnMut() ->
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("timed out after {limit:?} waiting for {what}\n{}\n{}", ipvsadm(lab), lab.log_tail());
+    panic!("timed out after {limit:?} waiting for {what}\n{}", ipvsadm(lab));
 }
 
 /// The backend that answered, or a panic naming what came instead.

@@ -259,9 +259,9 @@ fn kproxy_list_prints_what_ipvsadm_prints_field_for_field() {
 }
 
 #[test]
-fn changing_one_services_endpoints_changes_only_that_service_in_the_kernel() {
+fn changing_one_service_sends_only_its_changes_to_the_kernel() {
     if !vm::in_guest() {
-        return in_vm("changing_one_services_endpoints_changes_only_that_service_in_the_kernel");
+        return in_vm("changing_one_service_sends_only_its_changes_to_the_kernel");
     }
     let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "api-a1"), (2, "api-b1"), (1, "client-a1")]);
     lab.write("web.yaml", &service("web", &cluster_ip("10.96.0.10", "web")));
@@ -279,16 +279,51 @@ fn changing_one_services_endpoints_changes_only_that_service_in_the_kernel() {
     let before = sync_summaries(&lab).len();
     lab.set_app("api-b1", None);
     programmed(&lab, &["TCP 10.96.0.20:80"], 1);
-    within(&lab, Duration::from_secs(10), "the sync's summary", || {
-        sync_summaries(&lab)[before..].iter().any(|s| changes(s) > 0)
-    });
-    std::thread::sleep(Duration::from_secs(2));
-    let after = sync_summaries(&lab)[before..].to_vec();
+    let after = summaries_since(&lab, before);
     let sent: usize = after.iter().map(|s| changes(s)).sum();
     assert_eq!(sent, 1, "removing one idle destination is one IPVS change: {after:?}");
-    assert!(after.iter().all(|s| s.starts_with("partial")), "{after:?}");
     assert_eq!(kernel(&lab)["TCP 10.96.0.10:80"], web_before, "web's server was touched");
     assert_eq!(held.request().map(|r| r.backend), Ok(held.backend.clone()), "web's open connection");
     let api = kernel(&lab)["TCP 10.96.0.20:80"].reals.keys().cloned().collect::<Vec<_>>();
     assert_eq!(api, [real(lab.pod("api-a1").ipv4)]);
+
+    // A new scheduler and persistence, then neither: one edit of web's
+    // server each time; its destinations and their connection stay.
+    let sticky = format!("{}  sessionAffinity: ClientIP\n", cluster_ip("10.96.0.10", "web"));
+    for (manifest, scheduler) in [
+        (service_with("web", &[("kproxy.io/scheduler", "lc")], &sticky), "lc persistent 10800"),
+        (service("web", &cluster_ip("10.96.0.10", "web")), "rr"),
+    ] {
+        let before = sync_summaries(&lab).len();
+        lab.write("web.yaml", &manifest);
+        within(&lab, Duration::from_secs(10), &format!("web's server at {scheduler}"), || {
+            kernel(&lab)["TCP 10.96.0.10:80"].scheduler == scheduler
+        });
+        let after = summaries_since(&lab, before);
+        let sent: usize = after.iter().map(|s| changes(s)).sum();
+        assert_eq!(sent, 1, "{scheduler}: one edit of the server: {after:?}");
+        assert_eq!(kernel(&lab)["TCP 10.96.0.10:80"].reals, web_before.reals, "{scheduler}: web's destinations");
+        assert_eq!(held.request().map(|r| r.backend), Ok(held.backend.clone()), "{scheduler}: the open connection");
+    }
+
+    // A restarted kproxy reads the kernel and finds nothing to change.
+    lab.stop();
+    let before = sync_summaries(&lab).len();
+    start_ipvs(&mut lab, &[]);
+    within(&lab, Duration::from_secs(10), "the restarted kproxy's first sync", || sync_summaries(&lab).len() > before);
+    let first = sync_summaries(&lab)[before].clone();
+    assert!(first.starts_with("full: 0 IPVS changes"), "after a restart: {first}");
+    assert_eq!(held.request().map(|r| r.backend), Ok(held.backend.clone()), "the open connection after a restart");
+}
+
+/// The sync summaries after the first `before`, once a sync with changes
+/// came and a couple of periodic syncs (1 s) followed it; all partial.
+fn summaries_since(lab: &Lab, before: usize) -> Vec<String> {
+    within(lab, Duration::from_secs(10), "a sync with changes", || {
+        sync_summaries(lab)[before..].iter().any(|s| changes(s) > 0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let after = sync_summaries(lab)[before..].to_vec();
+    assert!(after.iter().all(|s| s.starts_with("partial")), "only partial syncs: {after:?}");
+    after
 }

@@ -9,7 +9,7 @@ mod ipvs_lab;
 mod lab;
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use ipvs_kernel::*;
@@ -243,13 +243,6 @@ fn kproxy_list_prints_what_ipvsadm_prints_field_for_field() {
     let (ok, listed) = lab.kproxy(&["list"]);
     assert!(ok, "kproxy list: {listed}");
     let kernel_text = ipvsadm(&lab);
-    let fields = |text: &str| -> Vec<Vec<String>> {
-        text.lines()
-            .filter(|l| !l.starts_with("IP Virtual Server version"))
-            .map(|l| l.split_once(" #").map_or(l, |(fields, _)| fields))
-            .map(|l| l.split_whitespace().map(str::to_owned).collect())
-            .collect()
-    };
     assert_eq!(fields(&listed), fields(&kernel_text), "kproxy list:\n{listed}\nipvsadm -Ln:\n{kernel_text}");
     let line = |prefix: &str| listed.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_owned();
     assert!(line("TCP  10.96.0.10:80").contains("persistent 10800") && line("TCP  10.96.0.10:80").contains(" # "));
@@ -326,4 +319,80 @@ fn summaries_since(lab: &Lab, before: usize) -> Vec<String> {
     let after = sync_summaries(lab)[before..].to_vec();
     assert!(after.iter().all(|s| s.starts_with("partial")), "only partial syncs: {after:?}");
     after
+}
+
+#[test]
+fn a_removed_udp_endpoint_leaves_the_kernel_at_once_and_its_flow_moves_on() {
+    if !vm::in_guest() {
+        return in_vm("a_removed_udp_endpoint_leaves_the_kernel_at_once_and_its_flow_moves_on");
+    }
+    let mut lab = web_lab();
+    let dns = "  clusterIP: 10.96.0.53\n  selector: {app: web}\n  \
+               ports: [{name: dns, protocol: UDP, port: 53, targetPort: 8080}]\n";
+    lab.write("dns.yaml", &service("dns", dns));
+    start_ipvs(&mut lab, &[]);
+    const SERVER: &str = "UDP 10.96.0.53:53";
+    programmed(&lab, &[SERVER], 2);
+    let client = &lab.pod("client-a1").ns;
+    let to = "10.96.0.53:53".parse().unwrap();
+    let mut flow = kproxy_sandbox::UdpFlow::open(client, to, ANSWER_WAIT).expect("a UDP flow");
+    let leaving = flow.request().expect("the flow's first answer").backend;
+    let staying = if leaving == "web-a1" { "web-b1" } else { "web-a1" };
+
+    let before = sync_summaries(&lab).len();
+    lab.set_app(&leaving, Some("retired"));
+    programmed(&lab, &[SERVER], 1);
+    // UDP has no end to wait for: one deletion, no quiescing first.
+    let after = summaries_since(&lab, before);
+    assert_eq!(after.iter().map(|s| changes(s)).sum::<usize>(), 1, "one deletion: {after:?}");
+    let left: Vec<String> = kernel(&lab)[SERVER].reals.keys().cloned().collect();
+    assert_eq!(left, [real(lab.pod(staying).ipv4)]);
+    // The flow's IPVS entry pointed at the deleted destination: with
+    // expire_nodest_conn the kernel drops it (and at most the packet that
+    // found it), and the flow is scheduled again.
+    let answers: Vec<String> = (0..3).filter_map(|_| flow.request().ok().map(|r| r.backend)).collect();
+    assert!(answers.len() >= 2 && answers.iter().all(|n| n == staying), "the flow after the removal: {answers:?}");
+}
+
+#[test]
+fn ipv6_cluster_ips_alternate_keep_affinity_and_list_as_ipvsadm_prints() {
+    if !vm::in_guest() {
+        return in_vm("ipv6_cluster_ips_alternate_keep_affinity_and_list_as_ipvsadm_prints");
+    }
+    let mut lab = web_lab();
+    let dual = |v4: &str, v6: &str, extra: &str| {
+        format!(
+            "  clusterIP: {v4}\n  clusterIPs: [{v4}, \"{v6}\"]\n  ipFamilies: [IPv4, IPv6]\n  ipFamilyPolicy: RequireDualStack\n\
+             \x20 selector: {{app: web}}\n{extra}  ports: [{{name: http, port: 80, targetPort: http}}]\n"
+        )
+    };
+    lab.write("web.yaml", &service("web", &dual("10.96.0.10", "fd00:96::10", "")));
+    lab.write("sticky.yaml", &service("sticky", &dual("10.96.0.11", "fd00:96::11", "  sessionAffinity: ClientIP\n")));
+    start_ipvs(&mut lab, &[]);
+    programmed(&lab, &["TCP [fd00:96::10]:80", "TCP [fd00:96::11]:80", "TCP 10.96.0.10:80"], 2);
+    let reals: BTreeSet<String> = kernel(&lab)["TCP [fd00:96::10]:80"].reals.keys().cloned().collect();
+    let pods = ["web-a1", "web-b1"].map(|p| SocketAddr::from((lab.pod(p).ipv6, PORT)).to_string());
+    assert_eq!(reals, pods.into(), "IPv6 destinations are the pods' IPv6 addresses");
+
+    let client = &lab.pod("client-a1").ns;
+    let rr = sequence(&lab, client, "[fd00:96::10]:80", None, 6);
+    assert!(rr.windows(2).all(|w| w[0] != w[1]), "rr over IPv6: {rr:?}");
+    let sticky = sequence(&lab, client, "[fd00:96::11]:80", None, 6);
+    assert!(sticky.iter().all(|n| *n == sticky[0]), "ClientIP affinity over IPv6: {sticky:?}");
+    assert_eq!(kernel(&lab)["TCP [fd00:96::11]:80"].scheduler, "rr persistent 10800", "{}", ipvsadm(&lab));
+
+    let (ok, listed) = lab.kproxy(&["list"]);
+    assert!(ok, "kproxy list: {listed}");
+    let kernel_text = ipvsadm(&lab);
+    assert_eq!(fields(&listed), fields(&kernel_text), "kproxy list:\n{listed}\nipvsadm -Ln:\n{kernel_text}");
+}
+
+/// `ipvsadm -Ln`'s (or `kproxy list`'s) lines as whitespace-split fields,
+/// without the version line and kproxy's `# kind service` comments.
+fn fields(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| !l.starts_with("IP Virtual Server version"))
+        .map(|l| l.split_once(" #").map_or(l, |(fields, _)| fields))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
 }

@@ -182,7 +182,7 @@ fn cleanup_removes_kproxys_servers_interface_and_tables_and_nothing_foreign_or_e
     lab.write("web.yaml", &service("web", node_port));
     lab.write("kept.yaml", &service("kept", &cluster_ip("10.96.0.20", "web")));
     lab.write("empty.yaml", &service("empty", &cluster_ip("10.96.0.30", "nobody")));
-    start_ipvs(&mut lab, &[]);
+    start_ipvs(&mut lab, &["--ipvs-exclude-cidrs", "10.96.0.20/32"]);
     programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.20:80", "TCP 192.168.77.1:30080"], 2);
     let client = &lab.pod("client-a1").ns;
     // The companion table rejects a service without endpoints.
@@ -195,6 +195,14 @@ fn cleanup_removes_kproxys_servers_interface_and_tables_and_nothing_foreign_or_e
     programmed(&lab, &["TCP 10.96.0.10:80", "TCP 10.96.0.20:80"], 2);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(kernel(&lab).get(FOREIGN), Some(&foreign_before), "kproxy's syncs changed the foreign server");
+    // A server inside --ipvs-exclude-cidrs outlives its service too.
+    lab.remove("kept.yaml");
+    // Its address leaves kube-ipvs0 (as upstream unbinds every address no
+    // service uses); the server is not deleted.
+    within(&lab, Duration::from_secs(10), "a sync without kept's service", || {
+        sync_summaries(&lab).last().is_some_and(|s| s.contains(" 0 IPVS changes") && s.contains("2 addresses on"))
+    });
+    assert!(kernel(&lab).contains_key("TCP 10.96.0.20:80"), "an excluded server was deleted\n{}", ipvsadm(&lab));
     lab.stop();
 
     let (ok, out) = lab.kproxy(&["cleanup", "--proxy-mode", "ipvs", "--ipvs-exclude-cidrs", "10.96.0.20/32"]);

@@ -404,3 +404,35 @@ fn fields(text: &str) -> Vec<Vec<String>> {
         .map(|l| l.split_whitespace().map(str::to_owned).collect())
         .collect()
 }
+
+#[test]
+fn a_node_port_and_a_cluster_ip_serve_outside_clients_and_the_node_itself_through_both_pods() {
+    if !vm::in_guest() {
+        return in_vm("a_node_port_and_a_cluster_ip_serve_outside_clients_and_the_node_itself_through_both_pods");
+    }
+    let mut lab = web_lab();
+    let node_port = "  type: NodePort\n  clusterIP: 10.96.0.10\n  selector: {app: web}\n  \
+                     ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n";
+    lab.write("web.yaml", &service("web", node_port));
+    start_ipvs(&mut lab, &[]);
+    programmed(&lab, &["TCP 10.96.0.10:80", "TCP 192.168.77.1:30080"], 2);
+    let both = ["web-a1".to_owned(), "web-b1".to_owned()];
+    let node_a = BTreeSet::from([lab.topo.node.ipv4, lab.topo.node.addressing.bridge_ipv4].map(IpAddr::V4));
+    // rr: 4 connections reach each pod twice.
+    for (from, to) in
+        [(lab.client(), "192.168.77.1:30080"), (lab.client(), "10.96.0.10:80"), (lab.node(), "10.96.0.10:80")]
+    {
+        let spread = lab.spread(from, to, kproxy_model::Protocol::Tcp, 4);
+        assert_eq!(backends(&spread), both, "{} -> {to}: {spread:?}", from.name());
+        let peers: BTreeSet<IpAddr> = spread
+            .keys()
+            .filter_map(|o| match o {
+                Outcome::Answered { peer, .. } => Some(*peer),
+                _ => None,
+            })
+            .collect();
+        // Outside and node-local traffic is masqueraded to node-a's address
+        // (or its bridge's, toward its own pods), never seen as the client's.
+        assert!(peers.is_subset(&node_a), "{} -> {to}: not masqueraded: {peers:?}", from.name());
+    }
+}

@@ -27,14 +27,6 @@ fn web_reals(lab: &Lab) -> [String; 2] {
     [real(lab.pod("web-a1").ipv4), real(lab.pod("web-b1").ipv4)]
 }
 
-/// Waits until every one of `servers` is in the kernel with `reals` real servers.
-fn programmed(lab: &Lab, servers: &[&str], reals: usize) {
-    within(lab, Duration::from_secs(20), &format!("{servers:?} with {reals} real servers each"), || {
-        let kernel = kernel(lab);
-        servers.iter().all(|s| kernel.get(*s).is_some_and(|v| v.reals.len() == reals))
-    });
-}
-
 #[test]
 fn rr_alternates_wrr_keeps_its_weights_and_sh_pins_each_source() {
     if !vm::in_guest() {
@@ -317,18 +309,6 @@ fn changing_one_service_sends_only_its_changes_to_the_kernel() {
     assert_eq!(held.request().map(|r| r.backend), Ok(held.backend.clone()), "the open connection after a restart");
 }
 
-/// The sync summaries after the first `before`, once a sync with changes
-/// came and a couple of periodic syncs (1 s) followed it; all partial.
-fn summaries_since(lab: &Lab, before: usize) -> Vec<String> {
-    within(lab, Duration::from_secs(10), "a sync with changes", || {
-        sync_summaries(lab)[before..].iter().any(|s| changes(s) > 0)
-    });
-    std::thread::sleep(Duration::from_secs(2));
-    let after = sync_summaries(lab)[before..].to_vec();
-    assert!(after.iter().all(|s| s.starts_with("partial")), "only partial syncs: {after:?}");
-    after
-}
-
 #[test]
 fn a_removed_udp_endpoint_leaves_the_kernel_at_once_and_its_flow_moves_on() {
     if !vm::in_guest() {
@@ -393,16 +373,6 @@ fn ipv6_cluster_ips_alternate_keep_affinity_and_list_as_ipvsadm_prints() {
     assert!(ok, "kproxy list: {listed}");
     let kernel_text = ipvsadm(&lab);
     assert_eq!(fields(&listed), fields(&kernel_text), "kproxy list:\n{listed}\nipvsadm -Ln:\n{kernel_text}");
-}
-
-/// `ipvsadm -Ln`'s (or `kproxy list`'s) lines as whitespace-split fields,
-/// without the version line and kproxy's `# kind service` comments.
-fn fields(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .filter(|l| !l.starts_with("IP Virtual Server version"))
-        .map(|l| l.split_once(" #").map_or(l, |(fields, _)| fields))
-        .map(|l| l.split_whitespace().map(str::to_owned).collect())
-        .collect()
 }
 
 #[test]

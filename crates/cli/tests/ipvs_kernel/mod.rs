@@ -212,3 +212,33 @@ pub fn count(names: &[String], name: &str) -> usize {
 pub fn real(ip: impl Into<IpAddr>) -> String {
     SocketAddr::new(ip.into(), PORT).to_string()
 }
+
+/// Waits until every one of `servers` is in the kernel with `reals` real servers.
+pub fn programmed(lab: &Lab, servers: &[&str], reals: usize) {
+    within(lab, Duration::from_secs(20), &format!("{servers:?} with {reals} real servers each"), || {
+        let kernel = kernel(lab);
+        servers.iter().all(|s| kernel.get(*s).is_some_and(|v| v.reals.len() == reals))
+    });
+}
+
+/// The sync summaries after the first `before`, once a sync with changes
+/// came and a couple of periodic syncs (1 s) followed it; all partial.
+pub fn summaries_since(lab: &Lab, before: usize) -> Vec<String> {
+    within(lab, Duration::from_secs(10), "a sync with changes", || {
+        sync_summaries(lab)[before..].iter().any(|s| changes(s) > 0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let after = sync_summaries(lab)[before..].to_vec();
+    assert!(after.iter().all(|s| s.starts_with("partial")), "only partial syncs: {after:?}");
+    after
+}
+
+/// `ipvsadm -Ln`'s (or `kproxy list`'s) lines as whitespace-split fields,
+/// without the version line and kproxy's `# kind service` comments.
+pub fn fields(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| !l.starts_with("IP Virtual Server version"))
+        .map(|l| l.split_once(" #").map_or(l, |(fields, _)| fields))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}

@@ -13,6 +13,14 @@
 //! checks run at -110 in both hooks, where the destination is still the
 //! service address; masquerading is marked there and done in
 //! `postrouting`, after IPVS rewrote the destination.
+//!
+//! One virtual server per frontend cannot pick endpoints by source, but an
+//! `externalTrafficPolicy: Local` frontend must offer pods and the node
+//! every endpoint (SEMANTICS.md, "Choosing endpoints" 4). Their
+//! connections to such a frontend are DNATed to the service's cluster IP
+//! first, so IPVS serves them from the cluster IP's virtual server. Every
+//! nat chain runs at the NAT core's -100 whatever its priority, after the
+//! checks: the node's connections skip the checks in `filter-output`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -29,6 +37,8 @@ pub const TABLE: &str = "kproxy-ipvs";
 // Chains.
 const FILTER_INPUT: &str = "filter-input";
 const FILTER_OUTPUT: &str = "filter-output";
+const NAT_PREROUTING: &str = "nat-prerouting";
+const NAT_OUTPUT: &str = "nat-output";
 const NAT_POSTROUTING: &str = "nat-postrouting";
 const SERVICES_CHECK: &str = "services-check";
 const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
@@ -49,9 +59,16 @@ const ALLOWED_SOURCES: &str = "allowed-sources";
 const CLUSTER_IPS: &str = "cluster-ips";
 /// Local endpoint . itself (`saddr . daddr`).
 const HAIRPIN: &str = "hairpin";
+/// External frontend of an `externalTrafficPolicy: Local` service -> its
+/// cluster IP . port, for pods and the node.
+const TO_CLUSTER_IP: &str = "local-policy-to-cluster-ip";
+/// The keys of [`TO_CLUSTER_IP`]: a lookup-only use of a map (`@map` as a
+/// set) is EINVAL on 6.1 kernels.
+const LOCAL_EXTERNAL: &str = "local-policy-external";
 
 /// Both hooks run before IPVS (input 98, output -99) and before DNAT.
 const BEFORE_IPVS: i32 = -110;
+const DSTNAT: i32 = -100;
 const SRCNAT: i32 = 100;
 
 /// The companion table of `family` for the servers of `plan`, which was
@@ -106,6 +123,15 @@ fn frontend(table: &mut Table, key: &ServerKey, kind: FrontendKind, sp: &Service
     if external && sp.external_traffic_policy == TrafficPolicy::Cluster {
         plain(MASQUERADE, table, atoms.clone());
     }
+    let same_family = |f: &&kproxy_model::Frontend| IpFamily::of(&f.ip) == IpFamily::of(&key.addr);
+    if external
+        && sp.external_traffic_policy == TrafficPolicy::Local
+        && let Some(cluster_ip) = sp.frontends.iter().filter(same_family).find(|f| f.kind == FrontendKind::ClusterIp)
+    {
+        let data = Some(Data::Atoms(vec![Atom::Addr(cluster_ip.ip), Atom::Port(cluster_ip.port)]));
+        table.add_element(TO_CLUSTER_IP, Element { key: atoms.clone(), data });
+        plain(LOCAL_EXTERNAL, table, atoms.clone());
+    }
     let used = if external { sp.external_endpoints() } else { sp.internal_endpoints() };
     if sp.cluster_endpoints.is_empty() && sp.local_endpoints.is_empty() {
         let reject = Some(Data::Verdict(Verdict::Goto(REJECT.into())));
@@ -135,15 +161,15 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
     let mark = config.mark();
     let new = || Match::CtState(CtState::New);
     let served = || in_set(frontend_key(), SERVED, false);
+    let firewalled = || {
+        vec![
+            in_set(frontend_key(), FIREWALLED, false),
+            in_set(vec![Field::Daddr, Field::L4proto, Field::Dport, Field::Saddr], ALLOWED_SOURCES, true),
+        ]
+    };
     let mut check = vec![
-        Rule::new(
-            vec![
-                in_set(frontend_key(), FIREWALLED, false),
-                in_set(vec![Field::Daddr, Field::L4proto, Field::Dport, Field::Saddr], ALLOWED_SOURCES, true),
-            ],
-            vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
-        )
-        .comment("source not in loadBalancerSourceRanges"),
+        Rule::new(firewalled(), vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)])
+            .comment("source not in loadBalancerSourceRanges"),
         Rule::always(vec![Stmt::Vmap { key: frontend_key(), map: NO_ENDPOINTS.into() }]),
         Rule::new(
             vec![
@@ -160,13 +186,31 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
     }
     check.push(Rule::new(vec![in_set(frontend_key(), MASQUERADE, false)], vec![jump(MARK_FOR_MASQUERADE)]));
     let detector = config.local_detector.for_family(family);
+    // A denied source keeps its destination, for the checks to drop.
+    let to_cluster_ip = |from: Option<Match>| {
+        // The map's own lookup is the match (see LOCAL_EXTERNAL).
+        let mut matches: Vec<Match> = from.into_iter().collect();
+        matches.push(Match::L4protoHasPorts);
+        vec![
+            Rule::new(firewalled(), vec![Stmt::Verdict(Verdict::Return)]),
+            Rule::new(matches, vec![Stmt::DnatMap { key: frontend_key(), map: TO_CLUSTER_IP.into() }])
+                .comment("in-cluster traffic to a Local external frontend uses every endpoint"),
+        ]
+    };
+    // Without a detector, pods cannot be told from outsiders: only the node is redirected.
+    let pods = from_pods(&detector, false);
+    let mut nat = Vec::new();
+    if pods.is_some() {
+        nat.push(base(NAT_PREROUTING, ChainType::Nat, Hook::Prerouting, DSTNAT, to_cluster_ip(pods)));
+    }
+    nat.push(base(NAT_OUTPUT, ChainType::Nat, Hook::Output, DSTNAT, to_cluster_ip(None)));
     if let Some(outside) = from_pods(&detector, true) {
         check.push(
             Rule::new(vec![in_set(vec![Field::Daddr], CLUSTER_IPS, false), outside], vec![jump(MARK_FOR_MASQUERADE)])
                 .comment("from outside the cluster"),
         );
     }
-    vec![
+    let mut chains = vec![
         base(
             FILTER_INPUT,
             ChainType::Filter,
@@ -180,6 +224,15 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
             Hook::Output,
             BEFORE_IPVS,
             vec![
+                // The node to a Local external frontend: nat-output makes
+                // it the cluster IP after these checks would drop it.
+                Rule::new([vec![new()], firewalled()].concat(), vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)]),
+                Rule::new(vec![new(), in_set(frontend_key(), LOCAL_EXTERNAL, false)], vec![jump(MARK_FOR_MASQUERADE)]),
+                Rule::new(
+                    vec![new(), in_set(frontend_key(), LOCAL_EXTERNAL, false)],
+                    vec![Stmt::Verdict(Verdict::Accept)],
+                )
+                .comment("from the node to a Local external frontend: served from its cluster IP"),
                 Rule::new(vec![new()], vec![jump(SERVICES_CHECK)]),
                 // The node's own connections leave from a service or node
                 // address; the endpoint must answer the node.
@@ -210,7 +263,9 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
                 Rule::always(vec![Stmt::Reject]),
             ],
         ),
-    ]
+    ];
+    chains.extend(nat);
+    chains
 }
 
 /// Matches traffic from (or, negated, not from) this cluster's pods.
@@ -258,6 +313,14 @@ fn sets() -> Vec<SetDef> {
         ),
         set(CLUSTER_IPS, vec![Field::Daddr], SetData::None, false, "cluster IPs"),
         set(HAIRPIN, vec![Field::Saddr, Field::Daddr], SetData::None, false, "local endpoint . itself"),
+        set(
+            TO_CLUSTER_IP,
+            frontend_key(),
+            SetData::Fields(vec![Field::Daddr, Field::Dport]),
+            false,
+            "Local external frontend -> cluster IP . port, for pods and the node",
+        ),
+        set(LOCAL_EXTERNAL, frontend_key(), SetData::None, false, "external frontends of Local services"),
     ]
 }
 

@@ -145,3 +145,32 @@ fn an_unknown_table_is_replaced_whole_and_a_known_one_changes_by_elements() {
     let restructured = table(&state, &plan(&state, &PlanConfig::default()), IpFamily::V4, &config);
     assert_eq!(ops(Some(&after), &restructured)[..3], [Op::AddTable, Op::DeleteTable, Op::AddTable]);
 }
+
+#[test]
+fn pods_and_the_node_reach_local_external_frontends_through_the_cluster_ip() {
+    let remote = ep("10.244.2.10", false);
+    let shop = with_lb(port("shop", "10.96.0.20", vec![remote]), "198.51.100.1", TrafficPolicy::Local);
+    let web = with_lb(port("web", "10.96.0.10", vec![ep("10.244.1.10", true)]), "198.51.100.2", TrafficPolicy::Cluster);
+    let state = state([shop, web]);
+    let config = kproxy_nftables::PlanConfig {
+        local_detector: LocalDetector::Cidrs(vec!["10.244.0.0/16".parse().unwrap()]),
+        ..Default::default()
+    };
+    let table = table(&state, &plan(&state, &PlanConfig::default()), IpFamily::V4, &config);
+    // Only the Local frontend, and to its own cluster IP and port.
+    assert_eq!(
+        elements(&table, TO_CLUSTER_IP),
+        vec!["Addr(198.51.100.1) . Proto(Tcp) . Port(80) : Atoms([Addr(10.96.0.20), Port(80)])"]
+    );
+    assert_eq!(elements(&table, LOCAL_EXTERNAL), vec!["Addr(198.51.100.1) . Proto(Tcp) . Port(80)"]);
+    // Outsiders still meet the drop.
+    assert_eq!(elements(&table, NO_ENDPOINTS), vec!["Addr(198.51.100.1) . Proto(Tcp) . Port(80) : Verdict(Drop)"]);
+    let prerouting = render::chain(IpFamily::V4, &table.chains[NAT_PREROUTING]);
+    assert!(
+        prerouting.contains("ip saddr { 10.244.0.0/16 }") || prerouting.contains("ip saddr 10.244.0.0/16"),
+        "{prerouting}"
+    );
+    // Without a detector pods cannot be told apart: the node only.
+    assert!(!companion(&state).chains.contains_key(NAT_PREROUTING));
+    assert!(companion(&state).chains.contains_key(NAT_OUTPUT));
+}

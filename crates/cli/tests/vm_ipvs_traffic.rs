@@ -24,6 +24,9 @@ const SILENCE: Duration = Duration::from_millis(1500);
 const WEB: &str =
     "  clusterIP: 10.96.0.10\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n";
 
+/// web in both families.
+const DUAL_WEB: &str = "  clusterIPs: [10.96.0.10, \"fd00:96::10\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n";
+
 /// Boots the VM with the kproxy binary in the payload and runs test `name` there.
 fn in_vm(name: &str) {
     vm::run_test_with(name, &[(Path::new(env!("CARGO_BIN_EXE_kproxy")), "kproxy")]);
@@ -68,8 +71,7 @@ fn a_cluster_ip_reaches_both_endpoints_from_a_pod_unmasqueraded_in_both_families
     if !vm::in_guest() {
         return in_vm("a_cluster_ip_reaches_both_endpoints_from_a_pod_unmasqueraded_in_both_families");
     }
-    let dual = "  clusterIPs: [10.96.0.10, \"fd00:96::10\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n";
-    let lab = ipvs_lab(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")], &[("web.yaml", service("web", dual))]);
+    let lab = ipvs_lab(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")], &[("web.yaml", service("web", DUAL_WEB))]);
     let client = lab.pod("client-a1");
     wait_for(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp);
     // rr: ten connections alternate between the two endpoints.
@@ -89,15 +91,21 @@ fn a_cluster_ip_reaches_both_endpoints_from_the_node_and_from_outside_masquerade
     if !vm::in_guest() {
         return in_vm("a_cluster_ip_reaches_both_endpoints_from_the_node_and_from_outside_masqueraded");
     }
-    let lab = ipvs_lab(&[(1, "web-a1"), (2, "web-b1")], &[("web.yaml", service("web", WEB))]);
+    let lab = ipvs_lab(&[(1, "web-a1"), (2, "web-b1")], &[("web.yaml", service("web", DUAL_WEB))]);
     // Masqueraded to node-a's address on the way to each endpoint: the
     // bridge's towards its own pods, the uplink's towards node-b.
     let via_node = [answered("web-a1", ip("10.244.1.1")), answered("web-b1", ip("192.168.77.1"))];
     wait_for(&lab, lab.node(), "10.96.0.10:80", Protocol::Tcp);
     assert_eq!(outcomes(&lab, lab.node(), "10.96.0.10:80", Protocol::Tcp, 10), via_node, "from node-a");
-    // 192.168.77.100 is outside --cluster-cidr.
+    // 192.168.77.100 and fd00:77::100 are outside --cluster-cidr.
     wait_for(&lab, lab.client(), "10.96.0.10:80", Protocol::Tcp);
     assert_eq!(outcomes(&lab, lab.client(), "10.96.0.10:80", Protocol::Tcp, 10), via_node, "from outside");
+    assert_eq!(outcomes(&lab, lab.client(), "[fd00:96::10]:80", Protocol::Tcp, 10), via_node_v6(), "over IPv6");
+}
+
+/// What an endpoint on each node sees of a connection masqueraded by node-a over IPv6.
+fn via_node_v6() -> [Outcome; 2] {
+    [answered("web-a1", ip("fd00:10:244:1::1")), answered("web-b1", ip("fd00:77::1"))]
 }
 
 #[test]
@@ -105,15 +113,18 @@ fn a_node_port_answers_outside_clients_masqueraded_and_the_node_itself() {
     if !vm::in_guest() {
         return in_vm("a_node_port_answers_outside_clients_masqueraded_and_the_node_itself");
     }
-    let web = "  type: NodePort\n  clusterIP: 10.96.0.10\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n";
+    let web = "  type: NodePort\n  clusterIPs: [10.96.0.10, \"fd00:96::10\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {app: web}\n  ports:\n  - {name: http, port: 80, targetPort: http, nodePort: 30080}\n  - {name: u, port: 80, protocol: UDP, targetPort: 8080, nodePort: 30080}\n";
     let lab = ipvs_lab(&[(1, "web-a1"), (2, "web-b1")], &[("web.yaml", service("web", web))]);
     wait_for(&lab, lab.client(), "192.168.77.1:30080", Protocol::Tcp);
     let via_node = [answered("web-a1", ip("10.244.1.1")), answered("web-b1", ip("192.168.77.1"))];
-    assert_eq!(outcomes(&lab, lab.client(), "192.168.77.1:30080", Protocol::Tcp, 10), via_node, "from outside");
+    for protocol in [Protocol::Tcp, Protocol::Udp] {
+        let v4 = outcomes(&lab, lab.client(), "192.168.77.1:30080", protocol, 10);
+        assert_eq!(v4, via_node, "from outside, {protocol}");
+        let v6 = outcomes(&lab, lab.client(), "[fd00:77::1]:30080", protocol, 10);
+        assert_eq!(v6, via_node_v6(), "from outside over IPv6, {protocol}");
+    }
     let from_node = lab.spread(lab.node(), "192.168.77.1:30080", Protocol::Tcp, 10);
     assert_eq!(backends(&from_node), ["web-a1", "web-b1"], "from node-a: {from_node:?}");
-    // Only TCP is served on the node port.
-    assert_eq!(lab.request(lab.client(), "192.168.77.1:30080", Protocol::Udp, None), Outcome::Refused);
 }
 
 /// shop: a LoadBalancer service at 198.51.100.20 with external IP
@@ -161,16 +172,23 @@ fn external_and_load_balancer_ips_are_served_and_source_ranges_drop_other_source
 }
 
 #[test]
-fn external_policy_local_keeps_the_client_address_and_uses_the_local_endpoint_only() {
+fn external_policy_local_keeps_the_client_address_and_sends_outsiders_to_the_local_endpoint_only() {
     if !vm::in_guest() {
-        return in_vm("external_policy_local_keeps_the_client_address_and_uses_the_local_endpoint_only");
+        return in_vm("external_policy_local_keeps_the_client_address_and_sends_outsiders_to_the_local_endpoint_only");
     }
-    let lab = ipvs_lab(&[(1, "shop-a1"), (2, "shop-b1")], &[("shop.yaml", shop("Local", ""))]);
+    let pods = [(1, "shop-a1"), (2, "shop-b1"), (1, "client-a1")];
+    let lab = ipvs_lab(&pods, &[("shop.yaml", shop("Local", ""))]);
     wait_for(&lab, lab.client(), "198.51.100.20:443", Protocol::Tcp);
     let outside = ip("192.168.77.100");
     for to in ["198.51.100.20:443", "198.51.100.30:443", "192.168.77.1:30443"] {
         assert_eq!(outcomes(&lab, lab.client(), to, Protocol::Tcp, 6), [answered("shop-a1", outside)], "{to}");
     }
+    // Pods of the cluster reach every endpoint, unmasqueraded.
+    let client = lab.pod("client-a1");
+    assert_eq!(
+        outcomes(&lab, &client.ns, "198.51.100.20:443", Protocol::Tcp, 6),
+        [answered("shop-a1", client.ipv4), answered("shop-b1", client.ipv4)]
+    );
 }
 
 #[test]
@@ -185,6 +203,28 @@ fn external_policy_local_without_a_local_endpoint_drops_outside_traffic() {
         let outcome = silence(lab.client(), to, None);
         assert!(matches!(outcome, Err(ProbeError::TimedOut)), "{to}: dropped, got {outcome:?}");
     }
+}
+
+/// SEMANTICS.md ("Choosing endpoints", 4): pods and the node reach an
+/// external frontend of an `externalTrafficPolicy: Local` service through
+/// the cluster endpoints, as the nftables mode does: the companion DNATs
+/// them to the cluster IP, whose virtual server holds every endpoint.
+#[test]
+fn external_policy_local_without_a_local_endpoint_still_serves_pods_and_the_node() {
+    if !vm::in_guest() {
+        return in_vm("external_policy_local_without_a_local_endpoint_still_serves_pods_and_the_node");
+    }
+    let lab = ipvs_lab(&[(2, "shop-b1"), (1, "client-a1")], &[("shop.yaml", shop("Local", ""))]);
+    let client = lab.pod("client-a1");
+    wait_for(&lab, &client.ns, "10.96.0.20:443", Protocol::Tcp);
+    assert_eq!(lab.request(&client.ns, "198.51.100.20:443", Protocol::Tcp, None), answered("shop-b1", client.ipv4));
+    assert_eq!(lab.request(&client.ns, "192.168.77.1:30443", Protocol::Tcp, None), answered("shop-b1", client.ipv4));
+    // The node is masqueraded (to its uplink address, towards node-b).
+    for to in ["198.51.100.20:443", "192.168.77.1:30443"] {
+        assert_eq!(lab.request(lab.node(), to, Protocol::Tcp, None), answered("shop-b1", ip("192.168.77.1")), "{to}");
+    }
+    // Outsiders are still dropped.
+    assert!(matches!(silence(lab.client(), "198.51.100.20:443", None), Err(ProbeError::TimedOut)));
 }
 
 #[test]

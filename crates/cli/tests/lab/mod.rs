@@ -149,8 +149,10 @@ impl Lab {
         Self::flags_in("nftables")
     }
 
-    /// [`Lab::flags`] with another `--proxy-mode`.
+    /// [`Lab::flags`] with another `--proxy-mode` (ipvs mode takes its
+    /// own minimum sync period flag and warns about the iptables one).
     pub fn flags_in(mode: &str) -> Vec<String> {
+        let min_sync = if mode == "ipvs" { "--ipvs-min-sync-period" } else { "--iptables-min-sync-period" };
         [
             "--hostname-override",
             "node-a",
@@ -160,7 +162,7 @@ impl Lab {
             CLUSTER_CIDRS,
             "--service-cidrs",
             SERVICE_CIDRS,
-            "--iptables-min-sync-period",
+            min_sync,
             "50ms",
             "--healthz-bind-address",
             "127.0.0.1:10256",

@@ -372,3 +372,20 @@ fn session_affinity_keeps_each_client_on_one_endpoint() {
         .collect();
     assert_eq!(other.len(), 1, "{other:?}");
 }
+
+#[test]
+fn an_address_in_the_service_cidr_that_no_service_owns_is_dropped() {
+    if !vm::in_guest() {
+        return in_vm("an_address_in_the_service_cidr_that_no_service_owns_is_dropped");
+    }
+    let lab = ipvs_lab(&[(1, "web-a1"), (1, "client-a1")], &[("web.yaml", service("web", WEB))]);
+    let client = &lab.pod("client-a1").ns;
+    wait_for(&lab, client, "10.96.0.10:80", Protocol::Tcp);
+    // Not on kube-ipvs0, so without the companion's drop the node would
+    // route it on (here: around the client router until its TTL ran out).
+    for from in [client, lab.node()] {
+        let outcome = silence(from, "10.96.0.99:80", None);
+        assert!(matches!(outcome, Err(ProbeError::TimedOut)), "from {}: {outcome:?}", from.name());
+    }
+    assert!(answers(&lab, client, "10.96.0.10:80", Protocol::Tcp), "the owned cluster IP still answers");
+}

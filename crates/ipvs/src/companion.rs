@@ -29,6 +29,7 @@ pub const TABLE: &str = "kproxy-ipvs";
 // Chains.
 const FILTER_INPUT: &str = "filter-input";
 const FILTER_OUTPUT: &str = "filter-output";
+const FILTER_FORWARD: &str = "filter-forward";
 const NAT_POSTROUTING: &str = "nat-postrouting";
 const FIREWALL_CHECK: &str = "firewall-check";
 const SERVICES_CHECK: &str = "services-check";
@@ -50,6 +51,11 @@ const ALLOWED_SOURCES: &str = "allowed-sources";
 const CLUSTER_IPS: &str = "cluster-ips";
 /// Local endpoint . itself (`saddr . daddr`).
 const HAIRPIN: &str = "hairpin";
+/// The service CIDRs (`daddr`, ranges): an address there that no service
+/// owns is not on `kube-ipvs0`, so the node would route it on.
+const SERVICE_CIDRS: &str = "service-cidrs";
+/// The addresses on `kube-ipvs0` (`daddr`).
+const SERVICE_ADDRESSES: &str = "service-addresses";
 /// Frontend (external, `externalTrafficPolicy: Local`) -> the chain that
 /// sets its short-circuit mark, for pods' and for the node's packets.
 const SHORT_CIRCUIT_PODS: &str = "short-circuit-pods";
@@ -85,6 +91,12 @@ pub fn table(state: &ProxyState, plan: &Plan, family: IpFamily, config: &kproxy_
         }
         let Some(sp) = ports.get(&owner.port) else { continue };
         frontend(&mut table, key, owner.kind, sp, node_ips);
+    }
+    for ip in plan.addresses.iter().filter(|ip| IpFamily::of(ip) == family) {
+        table.add_element(SERVICE_ADDRESSES, Element { key: vec![Atom::Addr(*ip)], data: None });
+    }
+    for net in &state.family(family).service_cidrs {
+        table.add_element(SERVICE_CIDRS, Element { key: vec![Atom::Net(*net)], data: None });
     }
     for (key, marks) in plan.short_circuits.iter().filter(|(k, _)| IpFamily::of(&k.addr) == family) {
         let atoms = vec![Atom::Addr(key.addr), Atom::Proto(key.protocol), Atom::Port(key.port)];
@@ -201,6 +213,15 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
                 .comment("from outside the cluster"),
         );
     }
+    let unowned = Rule::new(
+        vec![
+            new(),
+            in_set(vec![Field::Daddr], SERVICE_CIDRS, false),
+            in_set(vec![Field::Daddr], SERVICE_ADDRESSES, true),
+        ],
+        vec![Stmt::Counter, Stmt::Verdict(Verdict::Drop)],
+    )
+    .comment("an address no service owns");
     vec![
         base(FILTER_INPUT, ChainType::Filter, Hook::Input, BEFORE_IPVS, input),
         base(
@@ -215,6 +236,7 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
                 // The node's own connections leave from a service or node
                 // address; the endpoint must answer the node.
                 Rule::new(vec![new(), served()], vec![jump(MARK_FOR_MASQUERADE)]).comment("from the node"),
+                unowned.clone(),
             ],
         ),
         base(
@@ -232,6 +254,9 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
                 Rule::always(vec![Stmt::MarkXor(mark), Stmt::Counter, Stmt::Masquerade]),
             ],
         ),
+        // Owned service addresses are local (input); only unowned ones in a
+        // service CIDR are forwarded, or sent by the node without being local.
+        base(FILTER_FORWARD, ChainType::Filter, Hook::Forward, BEFORE_IPVS, vec![unowned]),
         Chain::regular(FIREWALL_CHECK, firewall),
         Chain::regular(SERVICES_CHECK, check),
         Chain::regular(MARK_FOR_MASQUERADE, vec![Rule::always(vec![Stmt::MarkOr(mark)])]),
@@ -290,6 +315,8 @@ fn sets() -> Vec<SetDef> {
         ),
         set(CLUSTER_IPS, vec![Field::Daddr], SetData::None, false, "cluster IPs"),
         set(HAIRPIN, vec![Field::Saddr, Field::Daddr], SetData::None, false, "local endpoint . itself"),
+        set(SERVICE_CIDRS, vec![Field::Daddr], SetData::None, true, "service CIDRs"),
+        set(SERVICE_ADDRESSES, vec![Field::Daddr], SetData::None, false, "addresses on kube-ipvs0"),
         set(
             SHORT_CIRCUIT_PODS,
             frontend_key(),

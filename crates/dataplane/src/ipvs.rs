@@ -435,24 +435,27 @@ fn with_counts(
         };
         let observed = if leaving && key.protocol != Protocol::Udp {
             let dests = client.destinations(&kernel_key(&key))?;
-            let connections = dests
-                .entries
-                .iter()
-                .map(|d| {
-                    let c = d.connections;
-                    (
-                        std::net::SocketAddr::new(d.destination.addr, d.destination.port),
-                        Connections { active: c.active, inactive: c.inactive },
-                    )
-                })
-                .collect();
-            ObservedServer { server, connections }
+            ObservedServer { server, connections: connections(&dests.entries) }
         } else {
             ObservedServer::idle(server)
         };
         out.insert(key, observed);
     }
     Ok(out)
+}
+
+/// The kernel's connection counts per destination.
+fn connections(dests: &[kernel::DestinationEntry]) -> BTreeMap<SocketAddr, Connections> {
+    dests
+        .iter()
+        .map(|d| {
+            let c = d.connections;
+            (
+                SocketAddr::new(d.destination.addr, d.destination.port),
+                Connections { active: c.active, inactive: c.inactive },
+            )
+        })
+        .collect()
 }
 
 fn observe(client: &mut Client, entry: &ServiceEntry, key: ServerKey) -> Result<ObservedServer, ClientError> {
@@ -464,17 +467,7 @@ fn observe(client: &mut Client, entry: &ServiceEntry, key: ServerKey) -> Result<
         .map(|d| RealServer { addr: d.destination.addr, port: d.destination.port, weight: d.destination.weight })
         .collect();
     destinations.sort();
-    let connections = dests
-        .entries
-        .iter()
-        .map(|d| {
-            let c = d.connections;
-            (
-                std::net::SocketAddr::new(d.destination.addr, d.destination.port),
-                Connections { active: c.active, inactive: c.inactive },
-            )
-        })
-        .collect();
+    let connections = connections(&dests.entries);
     let persistence = service.flags.contains(ServiceFlags::PERSISTENT).then_some(service.timeout);
     let server = VirtualServer {
         protocol: key.protocol,

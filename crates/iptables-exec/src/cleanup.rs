@@ -1,0 +1,98 @@
+//! Removing kproxy's iptables objects and nothing else: the jump rules the
+//! caller lists, exactly as specified, then every user chain whose name
+//! starts with one of the caller's prefixes.
+
+use std::collections::BTreeMap;
+
+use kproxy_model::IpFamily;
+
+use crate::save::chains;
+use crate::{Iptables, IptablesError, Table};
+
+/// `iptables -D` exits with 1 when no such rule (or chain) exists.
+const STATUS_ABSENT: i32 = 1;
+
+/// A rule could have been added many times (a crashed proxy re-adding it on
+/// each start); deleting stops after this many copies so a tool that keeps
+/// "succeeding" cannot loop forever.
+const MAX_COPIES: usize = 100;
+
+/// A rule in a chain kproxy does not own, e.g. the jump from `PREROUTING` to `KUBE-SERVICES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JumpRule {
+    pub table: Table,
+    /// The chain holding the rule, e.g. `PREROUTING`.
+    pub chain: String,
+    /// The rule as after `-A <chain>`, one argument per item, e.g.
+    /// `["-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"]`.
+    pub spec: Vec<String>,
+}
+
+/// What to remove.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cleanup {
+    /// Deleted first, every copy of each.
+    pub jumps: Vec<JumpRule>,
+    /// User chains whose name starts with one of these are flushed and
+    /// deleted, in every table. Built-in chains never are.
+    pub chain_prefixes: Vec<String>,
+}
+
+/// What [`Iptables::cleanup`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cleaned {
+    /// Jump rules deleted, counting every copy.
+    pub jumps: usize,
+    /// Chains deleted, sorted by table and name.
+    pub chains: Vec<(String, String)>,
+}
+
+impl Iptables {
+    /// Deletes `what`'s jump rules, then its chains, in `family`.
+    ///
+    /// Chains go in one restore per table: declaring a chain flushes it,
+    /// so chains that jump to each other can all be deleted together. A
+    /// listed chain that a rule elsewhere still jumps to makes that
+    /// table's restore fail, with that table left as it was.
+    pub async fn cleanup(&self, family: IpFamily, what: &Cleanup) -> Result<Cleaned, IptablesError> {
+        let mut cleaned = Cleaned::default();
+        for jump in &what.jumps {
+            cleaned.jumps += self.delete_every_copy(family, jump).await?;
+        }
+        // A full dump rather than one per table: with the legacy backend
+        // naming a missing table would create it.
+        let dump = self.save(family, None).await?;
+        let mut doomed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for declared in chains(&dump) {
+            if !declared.builtin && what.chain_prefixes.iter().any(|p| declared.chain.starts_with(p.as_str())) {
+                doomed.entry(declared.table).or_default().push(declared.chain);
+            }
+        }
+        for (table, names) in &mut doomed {
+            names.sort();
+            let mut payload = format!("*{table}\n");
+            names.iter().for_each(|name| payload.push_str(&format!(":{name} - [0:0]\n")));
+            names.iter().for_each(|name| payload.push_str(&format!("-X {name}\n")));
+            payload.push_str("COMMIT\n");
+            self.restore(family, &payload).await?;
+            cleaned.chains.extend(names.iter().map(|name| (table.clone(), name.clone())));
+        }
+        tracing::info!(?family, jumps = cleaned.jumps, chains = cleaned.chains.len(), "removed iptables rules");
+        Ok(cleaned)
+    }
+
+    /// Deletes `jump` until none is left; returns how many were deleted.
+    async fn delete_every_copy(&self, family: IpFamily, jump: &JumpRule) -> Result<usize, IptablesError> {
+        let mut args = vec!["-t", jump.table.as_str(), "-D", jump.chain.as_str()];
+        args.extend(jump.spec.iter().map(String::as_str));
+        for deleted in 0..MAX_COPIES {
+            let output = self.iptables(family, &args).await?;
+            match output.status.code() {
+                Some(0) => {}
+                Some(STATUS_ABSENT) => return Ok(deleted),
+                _ => return Err(output.failure()),
+            }
+        }
+        Ok(MAX_COPIES)
+    }
+}

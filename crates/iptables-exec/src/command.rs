@@ -1,0 +1,109 @@
+//! Running one iptables tool to completion with a time bound, optionally
+//! feeding it stdin, and rendering its command line for errors and logs.
+
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::IptablesError;
+
+/// How many stderr lines an error keeps: the tools print the cause first,
+/// then a line number, then a usage hint.
+const STDERR_LINES: usize = 4;
+
+/// What a finished tool said.
+#[derive(Debug)]
+pub(crate) struct Output {
+    /// The command line, for errors.
+    pub command: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// The first stderr lines, joined into one line.
+    pub fn stderr_head(&self) -> String {
+        self.stderr.lines().filter(|l| !l.trim().is_empty()).take(STDERR_LINES).collect::<Vec<_>>().join(" | ")
+    }
+
+    /// This output as an error, for a tool that should have succeeded.
+    pub fn failure(self) -> IptablesError {
+        let stderr = self.stderr_head();
+        IptablesError::Failed { command: self.command, status: self.status, stderr }
+    }
+
+    /// Stdout if the tool succeeded, else the failure.
+    pub fn success(self) -> Result<String, IptablesError> {
+        if self.status.success() { Ok(self.stdout) } else { Err(self.failure()) }
+    }
+}
+
+/// Runs `program args` in the calling thread's network namespace and waits
+/// at most `timeout`; a tool still running then is killed.
+///
+/// A non-zero exit is not an error here: callers know which statuses mean
+/// "absent". A write error on stdin is only reported if the tool succeeded,
+/// since a tool that refuses its input exits before reading all of it.
+pub(crate) async fn run(
+    program: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<Output, IptablesError> {
+    let command = render(program, args);
+    tracing::trace!(command = %command, "running");
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => IptablesError::MissingTool { tool: program.to_owned() },
+            _ => IptablesError::Spawn { tool: program.to_owned(), source },
+        })?;
+    let pipe = child.stdin.take();
+    // Write and read at once: a large payload must not wait on a full stderr pipe.
+    let write = async move {
+        match (pipe, stdin) {
+            (Some(mut pipe), Some(bytes)) => pipe.write_all(bytes).await,
+            _ => Ok(()),
+        }
+    };
+    let finished = tokio::time::timeout(timeout, async { tokio::join!(write, child.wait_with_output()) }).await;
+    // On timeout the child was dropped inside the future, which kills it.
+    let Ok((written, output)) = finished else {
+        return Err(IptablesError::Timeout { command, timeout });
+    };
+    let output = output.map_err(|source| IptablesError::Spawn { tool: program.to_owned(), source })?;
+    if let Err(source) = written
+        && output.status.success()
+    {
+        return Err(IptablesError::Write { command, source });
+    }
+    Ok(Output {
+        command,
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    })
+}
+
+/// `program args..` as one line.
+pub(crate) fn render(program: &str, args: &[&str]) -> String {
+    std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `program` is an executable file in a `PATH` directory, which is
+/// where [`run`] will look for it.
+pub(crate) fn installed(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = std::env::var_os("PATH") else { return false };
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(program)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}

@@ -12,6 +12,9 @@ use crate::{Iptables, IptablesError, Table};
 /// `iptables -D` exits with 1 when no such rule (or chain) exists.
 const STATUS_ABSENT: i32 = 1;
 
+/// `iptables` exits with 2 on a usage error, such as an unknown target.
+const STATUS_USAGE: i32 = 2;
+
 /// A rule could have been added many times (a crashed proxy re-adding it on
 /// each start); deleting stops after this many copies so a tool that keeps
 /// "succeeding" cannot loop forever.
@@ -55,17 +58,20 @@ impl Iptables {
     /// listed chain that a rule elsewhere still jumps to makes that
     /// table's restore fail, with that table left as it was.
     pub async fn cleanup(&self, family: IpFamily, what: &Cleanup) -> Result<Cleaned, IptablesError> {
+        // One full dump serves both steps (deleting rules changes no
+        // chain). Full, because the legacy tools create a table they are
+        // asked to dump.
+        let declared = chains(&self.save(family, None).await?);
         let mut cleaned = Cleaned::default();
         for jump in &what.jumps {
-            cleaned.jumps += self.delete_every_copy(family, jump).await?;
+            let target_exists =
+                |target: &str| declared.iter().any(|d| d.table == jump.table.as_str() && d.chain == target);
+            cleaned.jumps += self.delete_every_copy(family, jump, target_exists).await?;
         }
-        // A full dump rather than one per table: with the legacy backend
-        // naming a missing table would create it.
-        let dump = self.save(family, None).await?;
         let mut doomed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for declared in chains(&dump) {
-            if !declared.builtin && what.chain_prefixes.iter().any(|p| declared.chain.starts_with(p.as_str())) {
-                doomed.entry(declared.table).or_default().push(declared.chain);
+        for d in declared {
+            if !d.builtin && what.chain_prefixes.iter().any(|p| d.chain.starts_with(p.as_str())) {
+                doomed.entry(d.table).or_default().push(d.chain);
             }
         }
         for (table, names) in &mut doomed {
@@ -82,17 +88,47 @@ impl Iptables {
     }
 
     /// Deletes `jump` until none is left; returns how many were deleted.
-    async fn delete_every_copy(&self, family: IpFamily, jump: &JumpRule) -> Result<usize, IptablesError> {
+    ///
+    /// A rule jumping to a chain that does not exist cannot exist either,
+    /// but the tools report it as a usage error (status 2, naming the
+    /// target) rather than as an absent rule (status 1).
+    async fn delete_every_copy(
+        &self,
+        family: IpFamily,
+        jump: &JumpRule,
+        target_exists: impl Fn(&str) -> bool,
+    ) -> Result<usize, IptablesError> {
         let mut args = vec!["-t", jump.table.as_str(), "-D", jump.chain.as_str()];
         args.extend(jump.spec.iter().map(String::as_str));
+        let missing_target = target(&jump.spec).filter(|t| !target_exists(t));
         for deleted in 0..MAX_COPIES {
             let output = self.iptables(family, &args).await?;
             match output.status.code() {
                 Some(0) => {}
                 Some(STATUS_ABSENT) => return Ok(deleted),
+                Some(STATUS_USAGE) if missing_target.is_some_and(|t| output.stderr.contains(t)) => return Ok(deleted),
                 _ => return Err(output.failure()),
             }
         }
         Ok(MAX_COPIES)
+    }
+}
+
+/// The chain or extension a rule spec jumps or goes to (`-j X`, `-g X`).
+fn target(spec: &[String]) -> Option<&str> {
+    let at = spec.iter().position(|a| matches!(a.as_str(), "-j" | "--jump" | "-g" | "--goto"))?;
+    spec.get(at + 1).map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_is_the_argument_after_jump_or_goto() {
+        let spec = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(target(&spec("-m comment --comment x -j KUBE-SERVICES")), Some("KUBE-SERVICES"));
+        assert_eq!(target(&spec("-g KUBE-NODEPORTS")), Some("KUBE-NODEPORTS"));
+        assert_eq!(target(&spec("-m comment --comment x")), None);
     }
 }

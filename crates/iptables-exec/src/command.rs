@@ -98,12 +98,11 @@ pub(crate) fn render(program: &str, args: &[&str]) -> String {
     std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ")
 }
 
-/// Whether `program` is an executable file in a `PATH` directory, which is
-/// where [`run`] will look for it.
-pub(crate) fn installed(program: &str) -> bool {
+/// Whether `program` is an executable file in a directory of `path` (a
+/// `PATH` value; [`run`] looks for programs in the process's `PATH`).
+pub(crate) fn installed(program: &str, path: &std::ffi::OsStr) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let Some(path) = std::env::var_os("PATH") else { return false };
-    std::env::split_paths(&path).any(|dir| {
+    std::env::split_paths(path).any(|dir| {
         std::fs::metadata(dir.join(program)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
 }

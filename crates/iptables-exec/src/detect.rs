@@ -15,6 +15,7 @@
 //! Detection only reads: the legacy dumps name no table, since asking the
 //! legacy tools for one the kernel lacks makes the kernel create it.
 
+use std::ffi::OsStr;
 use std::time::Duration;
 
 use kproxy_model::IpFamily;
@@ -57,13 +58,19 @@ pub enum Reason {
 /// tools are missing and [`IptablesError::NoBackend`] when neither
 /// backend's are installed. Dumps that fail count as empty.
 pub async fn detect(choice: BackendChoice) -> Result<Detection, IptablesError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    detect_on(choice, &path).await
+}
+
+/// [`detect`] with the tools looked up in `path` (a `PATH` value).
+async fn detect_on(choice: BackendChoice, path: &OsStr) -> Result<Detection, IptablesError> {
     if let BackendChoice::Fixed(backend) = choice {
-        if let Some(tool) = first_missing(backend) {
+        if let Some(tool) = first_missing(backend, path) {
             return Err(IptablesError::MissingTool { tool });
         }
         return Ok(Detection { backend, reason: Reason::Configured });
     }
-    match (first_missing(Backend::Legacy), first_missing(Backend::Nft)) {
+    match (first_missing(Backend::Legacy, path), first_missing(Backend::Nft, path)) {
         (Some(legacy), Some(nft)) => return Err(IptablesError::NoBackend { missing: format!("{legacy} and {nft}") }),
         (Some(_), None) => return Ok(Detection { backend: Backend::Nft, reason: Reason::OnlyInstalled }),
         (None, Some(_)) => return Ok(Detection { backend: Backend::Legacy, reason: Reason::OnlyInstalled }),
@@ -91,9 +98,9 @@ pub async fn detect(choice: BackendChoice) -> Result<Detection, IptablesError> {
     Ok(detection)
 }
 
-/// The first of `backend`'s tools that is not installed.
-fn first_missing(backend: Backend) -> Option<String> {
-    backend.tools().into_iter().find(|tool| !command::installed(tool))
+/// The first of `backend`'s tools that is not in `path`.
+fn first_missing(backend: Backend, path: &OsStr) -> Option<String> {
+    backend.tools().into_iter().find(|tool| !command::installed(tool, path))
 }
 
 /// `backend`'s dumps of IPv4 then IPv6; `None` for a dump that failed.
@@ -109,4 +116,31 @@ async fn dumps(backend: Backend, table: Option<Table>) -> [Option<String>; 2] {
         }
     }
     dumps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detect_without_tools(choice: BackendChoice) -> Result<Detection, IptablesError> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+        // A directory that holds no tools at all.
+        runtime.block_on(detect_on(choice, OsStr::new("/nonexistent/kproxy-no-tools")))
+    }
+
+    #[test]
+    fn without_either_backend_the_error_names_a_tool_of_each() {
+        let error = detect_without_tools(BackendChoice::Auto).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "no iptables backend is installed: iptables-legacy and iptables-nft not found on PATH \
+             (the Debian package is `iptables`)"
+        );
+    }
+
+    #[test]
+    fn a_configured_backend_without_its_tools_is_an_error_naming_the_tool() {
+        let error = detect_without_tools(BackendChoice::Fixed(Backend::Legacy)).unwrap_err();
+        assert_eq!(error.to_string(), "`iptables-legacy` is not installed (not found on PATH)");
+    }
 }

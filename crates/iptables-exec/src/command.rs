@@ -106,3 +106,44 @@ pub(crate) fn installed(program: &str, path: &std::ffi::OsStr) -> bool {
         std::fs::metadata(dir.join(program)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<T>(future: impl Future<Output = T>) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime.block_on(future)
+    }
+
+    #[test]
+    fn a_tool_running_past_its_bound_is_killed_and_reported() {
+        let started = std::time::Instant::now();
+        let error = block_on(run("sleep", &["30"], None, Duration::from_millis(200))).unwrap_err();
+        assert!(matches!(error, IptablesError::Timeout { .. }), "{error}");
+        assert_eq!(error.to_string(), "`sleep 30` did not finish within 200ms and was killed");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_payload_larger_than_a_pipe_is_written_while_output_is_read() {
+        // 4 MiB: far beyond the 64 KiB pipe buffers on both sides.
+        let payload = "-A KUBE-SVC-AAAA -j RETURN\n".repeat(160_000);
+        let output = block_on(run("cat", &[], Some(payload.as_bytes()), Duration::from_secs(20))).unwrap();
+        assert!(output.status.success());
+        assert_eq!(output.stdout.len(), payload.len());
+    }
+
+    #[test]
+    fn a_missing_tool_is_named() {
+        let error = block_on(run("kproxy-no-such-tool", &[], None, Duration::from_secs(1))).unwrap_err();
+        assert_eq!(error.to_string(), "`kproxy-no-such-tool` is not installed (not found on PATH)");
+    }
+
+    #[test]
+    fn only_executable_files_count_as_installed() {
+        assert!(installed("sh", std::ffi::OsStr::new("/nonexistent:/bin:/usr/bin")));
+        assert!(!installed("sh", std::ffi::OsStr::new("/nonexistent")));
+        assert!(!installed("passwd", std::ffi::OsStr::new("/etc")));
+    }
+}

@@ -1,0 +1,80 @@
+//! What the planner needs from configuration and the node, as values.
+
+use kproxy_model::{IpFamily, NodeState};
+pub use kproxy_nftables::LocalDetector;
+
+/// The planner's settings (`KubeProxyConfiguration.iptables.*` and friends).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PlanConfig {
+    /// Masquerade all service traffic (`masqueradeAll`).
+    pub masquerade_all: bool,
+    /// The packet-mark bit meaning "masquerade me" (`masqueradeBit`).
+    pub masquerade_bit: u32,
+    pub local_detector: LocalDetector,
+    /// Drop forwarded packets conntrack considers INVALID; off when the node
+    /// sets `nf_conntrack_tcp_be_liberal` (upstream #74839, #117924).
+    pub drop_invalid: bool,
+    /// Serve node ports on 127.0.0.0/8 (`iptables.localhostNodePorts`,
+    /// IPv4 only; the applier sets `route_localnet=1`). Takes effect for
+    /// the loopback addresses listed in the node's node-port addresses.
+    pub localhost_node_ports: bool,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        Self {
+            masquerade_all: false,
+            masquerade_bit: 14,
+            local_detector: LocalDetector::None,
+            drop_invalid: true,
+            localhost_node_ports: true,
+        }
+    }
+}
+
+impl PlanConfig {
+    /// The mark as upstream's rules spell it (`0x4000`).
+    pub fn mark(&self) -> String {
+        format!("{:#x}", 1u64 << self.masquerade_bit)
+    }
+}
+
+/// The local-traffic detector as rule arguments (upstream's
+/// `LocalTrafficDetector.IfLocal` / `IfNotLocal`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LocalMatch {
+    pub if_local: Option<Vec<String>>,
+    pub if_not_local: Option<Vec<String>>,
+}
+
+impl LocalMatch {
+    /// For `family`; a second CIDR of one family cannot be negated in one
+    /// rule, so only the first is used and the rest are reported.
+    pub fn new(detector: &LocalDetector, node: &NodeState, family: IpFamily, skips: &mut Vec<String>) -> Self {
+        let resolved = match detector {
+            LocalDetector::NodePodCidrs => LocalDetector::Cidrs(node.pod_cidrs.clone()),
+            other => other.clone(),
+        };
+        let pair = |flag: &str, value: String| -> Self {
+            Self {
+                if_local: Some(vec![flag.to_owned(), value.clone()]),
+                if_not_local: Some(vec!["!".to_owned(), flag.to_owned(), value]),
+            }
+        };
+        match resolved.for_family(family) {
+            LocalDetector::None | LocalDetector::NodePodCidrs => Self::default(),
+            LocalDetector::Cidrs(cidrs) => {
+                if cidrs.len() > 1 {
+                    skips.push(format!(
+                        "local detector: {family} has {} CIDRs; iptables mode uses only the first, {}",
+                        cidrs.len(),
+                        cidrs[0]
+                    ));
+                }
+                pair("-s", cidrs[0].to_string())
+            }
+            LocalDetector::Interface(name) => pair("-i", name),
+            LocalDetector::InterfacePrefix(prefix) => pair("-i", format!("{prefix}+")),
+        }
+    }
+}

@@ -35,11 +35,17 @@ pub struct JumpRule {
     pub args: Vec<String>,
 }
 
+/// Upstream's `iptablesJumpChain`: table, built-in chain, target, comment,
+/// extra match arguments.
+type JumpSpec = (Table, &'static str, &'static str, &'static str, Option<&'static [&'static str]>);
+
+const NEW_ONLY: &[&str] = &["-m", "conntrack", "--ctstate", "NEW"];
+
 /// Every jump rule kproxy ensures (and `kproxy cleanup` deletes), for the
 /// given config: kubelet's KUBE-FIREWALL jumps only with localhost node ports.
 pub fn jump_rules(config: &PlanConfig, family: IpFamily) -> Vec<JumpRule> {
-    let new = Some(["-m", "conntrack", "--ctstate", "NEW"].as_slice());
-    let spec: [(Table, &str, &str, &str, Option<&[&str]>); 12] = [
+    let new = Some(NEW_ONLY);
+    let spec: [JumpSpec; 12] = [
         (Table::Filter, "INPUT", KUBE_EXTERNAL_SERVICES, "kubernetes externally-visible service portals", new),
         (Table::Filter, "FORWARD", KUBE_EXTERNAL_SERVICES, "kubernetes externally-visible service portals", new),
         (Table::Filter, "INPUT", KUBE_NODEPORTS, "kubernetes health check service ports", None),

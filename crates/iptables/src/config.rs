@@ -15,8 +15,9 @@ pub struct PlanConfig {
     /// sets `nf_conntrack_tcp_be_liberal` (upstream #74839, #117924).
     pub drop_invalid: bool,
     /// Serve node ports on 127.0.0.0/8 (`iptables.localhostNodePorts`,
-    /// IPv4 only; the applier sets `route_localnet=1`). Takes effect for
-    /// the loopback addresses listed in the node's node-port addresses.
+    /// IPv4 only; the applier then sets `route_localnet=1`). Takes effect
+    /// only when the node's node-port addresses include an IPv4 loopback
+    /// address, as upstream (`ContainsIPv4Loopback`).
     pub localhost_node_ports: bool,
 }
 

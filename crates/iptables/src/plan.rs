@@ -67,7 +67,16 @@ pub struct Planned {
 /// family), else partial against it.
 pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous: Option<&Applied>) -> Planned {
     let mut skips = Vec::new();
-    let rules = ruleset(state, family, config, &mut skips);
+    let node_ips: Vec<IpAddr> =
+        state.node.node_port_addresses.iter().copied().filter(|ip| IpFamily::of(ip) == family).collect();
+    // Upstream turns localhost node ports off unless the node-port addresses
+    // include IPv4 loopback (`ContainsIPv4Loopback`): no KUBE-FIREWALL
+    // guard, no route_localnet, without a reason.
+    let config = &PlanConfig {
+        localhost_node_ports: config.localhost_node_ports && node_ips.iter().any(IpAddr::is_loopback),
+        ..config.clone()
+    };
+    let rules = ruleset(state, family, config, &node_ips, &mut skips);
     let applied = Applied { family: Some(family), chains: hashes(&rules) };
     let previous = previous.filter(|p| p.family == Some(family));
     let payload = match previous {
@@ -81,11 +90,15 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
 }
 
 /// The whole family's rules.
-fn ruleset(state: &ProxyState, family: IpFamily, config: &PlanConfig, skips: &mut Vec<String>) -> Ruleset {
-    let node_ips: Vec<IpAddr> =
-        state.node.node_port_addresses.iter().copied().filter(|ip| IpFamily::of(ip) == family).collect();
+fn ruleset(
+    state: &ProxyState,
+    family: IpFamily,
+    config: &PlanConfig,
+    node_ips: &[IpAddr],
+    skips: &mut Vec<String>,
+) -> Ruleset {
     let local = LocalMatch::new(&config.local_detector, &state.node, family, skips);
-    let cx = Context { config, local: &local, node_ips: &node_ips };
+    let cx = Context { config, local: &local, node_ips };
     let mut out = Ruleset::default();
     base::head(config, family, &mut out);
     for port in state.family(family).service_ports.values() {
@@ -97,7 +110,7 @@ fn ruleset(state: &ProxyState, family: IpFamily, config: &PlanConfig, skips: &mu
             Err(reason) => skips.push(reason),
         }
     }
-    base::tail(config, family, &node_ips, &mut out, skips);
+    base::tail(config, family, node_ips, &mut out, skips);
     out
 }
 

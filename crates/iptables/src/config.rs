@@ -79,3 +79,35 @@ impl LocalMatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(detector: LocalDetector, family: IpFamily) -> (LocalMatch, Vec<String>) {
+        let mut skips = Vec::new();
+        let m = LocalMatch::new(&detector, &NodeState::default(), family, &mut skips);
+        (m, skips)
+    }
+
+    #[test]
+    fn detectors_render_as_upstreams_if_local_and_if_not_local() {
+        let (m, _) = matches(LocalDetector::InterfacePrefix("veth".into()), IpFamily::V4);
+        assert_eq!(m.if_local, Some(vec!["-i".to_owned(), "veth+".to_owned()]));
+        assert_eq!(m.if_not_local, Some(vec!["!".to_owned(), "-i".to_owned(), "veth+".to_owned()]));
+        let (m, _) = matches(LocalDetector::Interface("cbr0".into()), IpFamily::V6);
+        assert_eq!(m.if_local, Some(vec!["-i".to_owned(), "cbr0".to_owned()]));
+    }
+
+    #[test]
+    fn cidrs_of_the_other_family_detect_nothing_and_extra_cidrs_are_reported() {
+        let v4: kproxy_model::IpNet = "10.244.0.0/16".parse().expect("literal");
+        let (m, skips) = matches(LocalDetector::Cidrs(vec![v4]), IpFamily::V6);
+        assert_eq!(m, LocalMatch::default());
+        assert!(skips.is_empty());
+        let other: kproxy_model::IpNet = "10.245.0.0/16".parse().expect("literal");
+        let (m, skips) = matches(LocalDetector::Cidrs(vec![v4, other]), IpFamily::V4);
+        assert_eq!(m.if_not_local, Some(vec!["!".to_owned(), "-s".to_owned(), "10.244.0.0/16".to_owned()]));
+        assert_eq!(skips.len(), 1);
+    }
+}

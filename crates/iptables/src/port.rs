@@ -70,7 +70,6 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
 
     // Dispatch from the shared chains.
     for ip in port.cluster_ips() {
-        let rule = |chain| Rule::new(chain).proto(proto).dst(ip).dport(port.port);
         if has_internal {
             out.nat.push(
                 Rule::new(KUBE_SERVICES)
@@ -81,8 +80,14 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
                     .jump(internal_chain),
             );
         } else {
-            let r = rule(KUBE_SERVICES);
-            out.filter.push(prefix_comment(r, &internal_filter.1).jump(internal_filter.0));
+            out.filter.push(
+                Rule::new(KUBE_SERVICES)
+                    .comment(&internal_filter.1)
+                    .proto(proto)
+                    .dst(ip)
+                    .dport(port.port)
+                    .jump(internal_filter.0),
+            );
         }
     }
     for f in port.frontends_of(FrontendKind::ExternalIp) {
@@ -238,12 +243,6 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
         endpoint_chain_rules(port, &name, proto, ep, out);
     }
     Ok(())
-}
-
-/// Upstream writes the comment first on these filter rules too.
-fn prefix_comment(rule: Rule, comment: &str) -> Rule {
-    let rest = rule.args;
-    Rule::new(&rule.chain).comment(comment).args(rest)
 }
 
 /// `KUBE-FW-*`: accept listed sources (and the LB IPs themselves when a

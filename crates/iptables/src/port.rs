@@ -28,6 +28,79 @@ pub fn probability(n: usize) -> String {
     format!("{:.10}", 1.0 / n as f64)
 }
 
+/// What upstream's loop body computes about one port before writing rules.
+struct Shape<'p> {
+    port: &'p ServicePort,
+    name: String,
+    proto: &'static str,
+    chains: PortChains,
+    external_local: bool,
+    has_endpoints: bool,
+    has_internal: bool,
+    has_external: bool,
+    uses_cluster: bool,
+    uses_local: bool,
+    uses_ext: bool,
+    uses_fw: bool,
+    /// The verdict and comment for frontends without usable endpoints:
+    /// REJECT when the port has none at all, else DROP (a Local policy
+    /// without local endpoints).
+    filter_target: &'static str,
+    filter_comment: String,
+}
+
+impl<'p> Shape<'p> {
+    fn new(port: &'p ServicePort) -> Self {
+        let name = port_name_string(&port.name);
+        let external_accessible = port.frontends.iter().any(|f| f.kind.is_external()) || port.node_port.is_some();
+        let internal_local = port.internal_traffic_policy == TrafficPolicy::Local;
+        let external_local = port.external_traffic_policy == TrafficPolicy::Local;
+        let has_endpoints = !port.cluster_endpoints.is_empty() || !port.local_endpoints.is_empty();
+        let has_lb = port.frontends_of(FrontendKind::LoadBalancerIp).next().is_some();
+        let (filter_target, filter_comment) = if has_endpoints {
+            ("DROP", format!("{name} has no local endpoints"))
+        } else {
+            ("REJECT", format!("{name} has no endpoints"))
+        };
+        Self {
+            proto: protocol_lower(&port.name),
+            chains: PortChains::of(&port.name),
+            external_local,
+            has_endpoints,
+            has_internal: !port.internal_endpoints().is_empty(),
+            has_external: !port.external_endpoints().is_empty(),
+            // Upstream's UsesClusterEndpoints / UsesLocalEndpoints: the
+            // cluster chain also serves an eTP Local service's short-circuit.
+            uses_cluster: !port.cluster_endpoints.is_empty() && (!internal_local || external_accessible),
+            uses_local: !port.local_endpoints.is_empty() && (internal_local || (external_local && external_accessible)),
+            uses_ext: has_endpoints && external_accessible,
+            uses_fw: has_endpoints && has_lb && port.load_balancer_source_ranges.is_some(),
+            filter_target,
+            filter_comment,
+            name,
+            port,
+        }
+    }
+
+    fn internal_chain(&self) -> &str {
+        if self.port.internal_traffic_policy == TrafficPolicy::Local {
+            &self.chains.local
+        } else {
+            &self.chains.cluster
+        }
+    }
+
+    /// `-m P -p P -d IP --dport N` after `comment`, in `chain`.
+    fn frontend(&self, chain: &str, comment: impl Into<String>, ip: IpAddr, port: u16) -> Rule {
+        Rule::new(chain).comment(comment).proto(self.proto).dst(ip).dport(port)
+    }
+
+    /// The filter verdict for an external frontend without usable endpoints.
+    fn external_filter(&self, ip: IpAddr, port: u16) -> Rule {
+        self.frontend(KUBE_EXTERNAL_SERVICES, &self.filter_comment, ip, port).jump(self.filter_target)
+    }
+}
+
 /// Writes `port`'s rules into `out`; `Err` with the reason when the port
 /// cannot be served in iptables mode (nothing is written then).
 pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset) -> Result<(), String> {
@@ -40,142 +113,87 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
             ));
         }
     }
-    let name = port_name_string(&port.name);
-    let proto = protocol_lower(&port.name);
-    let chains = PortChains::of(&port.name);
+    let shape = Shape::new(port);
+    dispatch(&shape, out);
+    node_ports(&shape, out);
+    own_chains(&shape, cx, out);
+    Ok(())
+}
 
-    let external_accessible = port.frontends.iter().any(|f| f.kind.is_external()) || port.node_port.is_some();
-    let internal_local = port.internal_traffic_policy == TrafficPolicy::Local;
-    let external_local = port.external_traffic_policy == TrafficPolicy::Local;
-    let has_endpoints = !port.cluster_endpoints.is_empty() || !port.local_endpoints.is_empty();
-    // Upstream's UsesClusterEndpoints / UsesLocalEndpoints: the cluster
-    // chain also serves the short-circuit of an eTP Local service.
-    let uses_cluster = !port.cluster_endpoints.is_empty() && (!internal_local || external_accessible);
-    let uses_local = !port.local_endpoints.is_empty() && (internal_local || (external_local && external_accessible));
-    let has_internal = !port.internal_endpoints().is_empty();
-    let has_external = !port.external_endpoints().is_empty();
-    let internal_chain = if internal_local { &chains.local } else { &chains.cluster };
-    let external_policy_chain = if external_local { &chains.local } else { &chains.cluster };
-    let lb_ips: Vec<IpAddr> = port.frontends_of(FrontendKind::LoadBalancerIp).map(|f| f.ip).collect();
-    let uses_fw = has_endpoints && !lb_ips.is_empty() && port.load_balancer_source_ranges.is_some();
-    let uses_ext = has_endpoints && external_accessible;
-    let lb_chain = if uses_fw { &chains.firewall } else { &chains.external };
-
-    let (internal_filter, external_filter) = if has_endpoints {
-        (("DROP", format!("{name} has no local endpoints")), ("DROP", format!("{name} has no local endpoints")))
-    } else {
-        let why = format!("{name} has no endpoints");
-        (("REJECT", why.clone()), ("REJECT", why))
-    };
-
-    // Dispatch from the shared chains.
+/// The port's rules in KUBE-SERVICES (nat and filter), KUBE-PROXY-FIREWALL
+/// and KUBE-EXTERNAL-SERVICES, for its cluster, external and LB IPs.
+fn dispatch(s: &Shape<'_>, out: &mut Ruleset) {
+    let (port, name) = (s.port, &s.name);
     for ip in port.cluster_ips() {
-        if has_internal {
-            out.nat.push(
-                Rule::new(KUBE_SERVICES)
-                    .comment(format!("{name} cluster IP"))
-                    .proto(proto)
-                    .dst(ip)
-                    .dport(port.port)
-                    .jump(internal_chain),
-            );
+        if s.has_internal {
+            out.nat
+                .push(s.frontend(KUBE_SERVICES, format!("{name} cluster IP"), ip, port.port).jump(s.internal_chain()));
         } else {
-            out.filter.push(
-                Rule::new(KUBE_SERVICES)
-                    .comment(&internal_filter.1)
-                    .proto(proto)
-                    .dst(ip)
-                    .dport(port.port)
-                    .jump(internal_filter.0),
-            );
+            out.filter.push(s.frontend(KUBE_SERVICES, &s.filter_comment, ip, port.port).jump(s.filter_target));
         }
     }
     for f in port.frontends_of(FrontendKind::ExternalIp) {
-        if has_endpoints {
-            out.nat.push(
-                Rule::new(KUBE_SERVICES)
-                    .comment(format!("{name} external IP"))
-                    .proto(proto)
-                    .dst(f.ip)
-                    .dport(f.port)
-                    .jump(&chains.external),
-            );
+        if s.has_endpoints {
+            out.nat
+                .push(s.frontend(KUBE_SERVICES, format!("{name} external IP"), f.ip, f.port).jump(&s.chains.external));
         }
-        if !has_external {
-            out.filter.push(
-                Rule::new(KUBE_EXTERNAL_SERVICES)
-                    .comment(&external_filter.1)
-                    .proto(proto)
-                    .dst(f.ip)
-                    .dport(f.port)
-                    .jump(external_filter.0),
-            );
+        if !s.has_external {
+            out.filter.push(s.external_filter(f.ip, f.port));
         }
     }
+    let lb_chain = if s.uses_fw { &s.chains.firewall } else { &s.chains.external };
     for f in port.frontends_of(FrontendKind::LoadBalancerIp) {
-        if has_endpoints {
-            out.nat.push(
-                Rule::new(KUBE_SERVICES)
-                    .comment(format!("{name} loadbalancer IP"))
-                    .proto(proto)
-                    .dst(f.ip)
-                    .dport(f.port)
-                    .jump(lb_chain),
-            );
+        if s.has_endpoints {
+            out.nat.push(s.frontend(KUBE_SERVICES, format!("{name} loadbalancer IP"), f.ip, f.port).jump(lb_chain));
         }
-        if uses_fw {
-            out.filter.push(
-                Rule::new(KUBE_PROXY_FIREWALL)
-                    .comment(format!("{name} traffic not accepted by {}", chains.firewall))
-                    .proto(proto)
-                    .dst(f.ip)
-                    .dport(f.port)
-                    .jump("DROP"),
-            );
+        if s.uses_fw {
+            let comment = format!("{name} traffic not accepted by {}", s.chains.firewall);
+            out.filter.push(s.frontend(KUBE_PROXY_FIREWALL, comment, f.ip, f.port).jump("DROP"));
         }
     }
-    if !has_external {
+    if !s.has_external {
         for f in port.frontends_of(FrontendKind::LoadBalancerIp) {
-            out.filter.push(
-                Rule::new(KUBE_EXTERNAL_SERVICES)
-                    .comment(&external_filter.1)
-                    .proto(proto)
-                    .dst(f.ip)
-                    .dport(f.port)
-                    .jump(external_filter.0),
-            );
+            out.filter.push(s.external_filter(f.ip, f.port));
         }
     }
-    if let Some(node_port) = port.node_port {
-        if has_endpoints {
-            out.nat.push(Rule::new(KUBE_NODEPORTS).comment(&name).proto(proto).dport(node_port).jump(&chains.external));
+}
+
+/// KUBE-NODEPORTS (nat: the node port; filter: the health-check port) and
+/// the node port's filter verdict.
+fn node_ports(s: &Shape<'_>, out: &mut Ruleset) {
+    if let Some(node_port) = s.port.node_port {
+        if s.has_endpoints {
+            let rule = Rule::new(KUBE_NODEPORTS).comment(&s.name).proto(s.proto).dport(node_port);
+            out.nat.push(rule.jump(&s.chains.external));
         }
-        if !has_external {
+        if !s.has_external {
             out.filter.push(
                 Rule::new(KUBE_EXTERNAL_SERVICES)
-                    .comment(&external_filter.1)
+                    .comment(&s.filter_comment)
                     .args(["-m", "addrtype", "--dst-type", "LOCAL"])
-                    .proto(proto)
+                    .proto(s.proto)
                     .dport(node_port)
-                    .jump(external_filter.0),
+                    .jump(s.filter_target),
             );
         }
     }
-    if let Some(hc) = port.health_check_node_port {
+    if let Some(hc) = s.port.health_check_node_port {
         out.filter.push(
             Rule::new(KUBE_NODEPORTS)
-                .comment(format!("{name} health check node port"))
+                .comment(format!("{} health check node port", s.name))
                 .proto("tcp")
                 .dport(hc)
                 .jump("ACCEPT"),
         );
     }
+}
 
-    // The port's own chains.
-    if has_internal {
+/// The port's `KUBE-SVC/SVL/EXT/FW/SEP` chains.
+fn own_chains(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
+    let port = s.port;
+    if s.has_internal {
         for ip in port.cluster_ips() {
-            let masq =
-                Rule::new(internal_chain).comment(format!("{name} cluster IP")).proto(proto).dst(ip).dport(port.port);
+            let masq = s.frontend(s.internal_chain(), format!("{} cluster IP", s.name), ip, port.port);
             if cx.config.masquerade_all {
                 out.nat.push(masq.jump(KUBE_MARK_MASQ));
             } else if let Some(not_local) = &cx.local.if_not_local {
@@ -185,97 +203,87 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
             }
         }
     }
-    if uses_ext {
-        out.nat.declare(&chains.external);
-        if !external_local {
-            out.nat.push(
-                Rule::new(&chains.external)
-                    .comment(format!("masquerade traffic for {name} external destinations"))
-                    .jump(KUBE_MARK_MASQ),
-            );
-        } else {
-            if let (Some(if_local), true) = (&cx.local.if_local, uses_cluster) {
-                out.nat.push(
-                    Rule::new(&chains.external)
-                        .comment(format!("pod traffic for {name} external destinations"))
-                        .args(if_local.iter().cloned())
-                        .jump(&chains.cluster),
-                );
-            }
-            out.nat.push(
-                Rule::new(&chains.external)
-                    .comment(format!("masquerade LOCAL traffic for {name} external destinations"))
-                    .args(["-m", "addrtype", "--src-type", "LOCAL"])
-                    .jump(KUBE_MARK_MASQ),
-            );
-            if uses_cluster {
-                out.nat.push(
-                    Rule::new(&chains.external)
-                        .comment(format!("route LOCAL traffic for {name} external destinations"))
-                        .args(["-m", "addrtype", "--src-type", "LOCAL"])
-                        .jump(&chains.cluster),
-                );
-            }
-        }
-        if has_external {
-            out.nat.push(Rule::new(&chains.external).jump(external_policy_chain));
-        }
+    if s.uses_ext {
+        external_chain(s, cx, out);
     }
-    if uses_fw {
-        firewall_chain(port, &name, &chains, &lb_ips, cx, out);
+    if s.uses_fw {
+        firewall_chain(s, cx, out);
     }
-    if uses_cluster {
-        endpoint_dispatch(port, &name, &chains.cluster, &port.cluster_endpoints, out);
+    if s.uses_cluster {
+        endpoint_dispatch(s, &s.chains.cluster, &port.cluster_endpoints, out);
     }
-    if uses_local {
-        endpoint_dispatch(port, &name, &chains.local, &port.local_endpoints, out);
+    if s.uses_local {
+        endpoint_dispatch(s, &s.chains.local, &port.local_endpoints, out);
     }
     let mut reachable: Vec<&Endpoint> = Vec::new();
-    if uses_cluster {
+    if s.uses_cluster {
         reachable.extend(&port.cluster_endpoints);
     }
-    if uses_local {
+    if s.uses_local {
         reachable.extend(&port.local_endpoints);
     }
     reachable.sort();
     reachable.dedup_by(|a, b| a.addr() == b.addr());
     for ep in reachable {
-        endpoint_chain_rules(port, &name, proto, ep, out);
+        endpoint_chain_rules(s, ep, out);
     }
-    Ok(())
+}
+
+/// `KUBE-EXT-*`: masquerade under Cluster policy; under Local policy, send
+/// pods and the node itself to the cluster chain (SEMANTICS.md step 4) and
+/// everyone else to the local one.
+fn external_chain(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
+    let (ext, name) = (&s.chains.external, &s.name);
+    out.nat.declare(ext);
+    if !s.external_local {
+        let comment = format!("masquerade traffic for {name} external destinations");
+        out.nat.push(Rule::new(ext).comment(comment).jump(KUBE_MARK_MASQ));
+    } else {
+        if let (Some(if_local), true) = (&cx.local.if_local, s.uses_cluster) {
+            let comment = format!("pod traffic for {name} external destinations");
+            out.nat.push(Rule::new(ext).comment(comment).args(if_local.iter().cloned()).jump(&s.chains.cluster));
+        }
+        // The node's own traffic gets a local source address (the LB IP may
+        // be local), so it is masqueraded.
+        let local_src = ["-m", "addrtype", "--src-type", "LOCAL"];
+        let comment = format!("masquerade LOCAL traffic for {name} external destinations");
+        out.nat.push(Rule::new(ext).comment(comment).args(local_src).jump(KUBE_MARK_MASQ));
+        if s.uses_cluster {
+            let comment = format!("route LOCAL traffic for {name} external destinations");
+            out.nat.push(Rule::new(ext).comment(comment).args(local_src).jump(&s.chains.cluster));
+        }
+    }
+    if s.has_external {
+        let policy = if s.external_local { &s.chains.local } else { &s.chains.cluster };
+        out.nat.push(Rule::new(ext).jump(policy));
+    }
 }
 
 /// `KUBE-FW-*`: accept listed sources (and the LB IPs themselves when a
 /// range holds this node, for VIPs that loop back), fall through otherwise
 /// to KUBE-PROXY-FIREWALL's DROP.
-fn firewall_chain(
-    port: &ServicePort,
-    name: &str,
-    chains: &PortChains,
-    lb_ips: &[IpAddr],
-    cx: &Context<'_>,
-    out: &mut Ruleset,
-) {
-    let ranges: &[IpNet] = port.load_balancer_source_ranges.as_deref().unwrap_or(&[]);
-    let base = || Rule::new(&chains.firewall).comment(format!("{name} loadbalancer IP"));
+fn firewall_chain(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
+    let chains = &s.chains;
+    let ranges: &[IpNet] = s.port.load_balancer_source_ranges.as_deref().unwrap_or(&[]);
+    let base = || Rule::new(&chains.firewall).comment(format!("{} loadbalancer IP", s.name));
     let mut allow_from_node = false;
     for cidr in ranges {
         out.nat.push(base().src(cidr).jump(&chains.external));
         allow_from_node |= cx.node_ips.iter().any(|ip| cidr.contains(ip));
     }
     if allow_from_node {
-        for ip in lb_ips {
-            out.nat.push(base().src(ip).jump(&chains.external));
+        for f in s.port.frontends_of(FrontendKind::LoadBalancerIp) {
+            out.nat.push(base().src(f.ip).jump(&chains.external));
         }
     }
-    out.nat.push(
-        Rule::new(&chains.firewall).comment(format!("other traffic to {name} will be dropped by KUBE-PROXY-FIREWALL")),
-    );
+    let comment = format!("other traffic to {} will be dropped by KUBE-PROXY-FIREWALL", s.name);
+    out.nat.push(Rule::new(&chains.firewall).comment(comment));
 }
 
 /// Upstream's `writeServiceToEndpointRules`: affinity checks first, then
 /// the statistic cascade (`1/n`, `1/(n-1)`, ..., the last unconditional).
-fn endpoint_dispatch(port: &ServicePort, name: &str, chain: &str, endpoints: &[Endpoint], out: &mut Ruleset) {
+fn endpoint_dispatch(s: &Shape<'_>, chain: &str, endpoints: &[Endpoint], out: &mut Ruleset) {
+    let (port, name) = (s.port, &s.name);
     if let Some(affinity) = port.session_affinity {
         for ep in endpoints {
             let sep = endpoint_chain(&port.name, ep);
@@ -300,7 +308,8 @@ fn endpoint_dispatch(port: &ServicePort, name: &str, chain: &str, endpoints: &[E
 }
 
 /// `KUBE-SEP-*`: hairpin masquerade, affinity bookkeeping, DNAT.
-fn endpoint_chain_rules(port: &ServicePort, name: &str, proto: &str, ep: &Endpoint, out: &mut Ruleset) {
+fn endpoint_chain_rules(s: &Shape<'_>, ep: &Endpoint, out: &mut Ruleset) {
+    let (port, name, proto) = (s.port, s.name.as_str(), s.proto);
     let sep = endpoint_chain(&port.name, ep);
     out.nat.push(Rule::new(&sep).comment(name).src(ep.ip).jump(KUBE_MARK_MASQ));
     let mut dnat = Rule::new(&sep).comment(name);

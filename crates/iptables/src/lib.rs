@@ -17,6 +17,23 @@
 //! [`Applied`] record for the next partial plan, the [`JumpRule`]s the
 //! applier ensures with `iptables -C`/`-I` on full syncs, and skips.
 //!
+//! How kproxy differs from upstream's output, on purpose:
+//! - partial payloads list only chains whose content hash changed (upstream
+//!   always rewrites the dispatch chains); an unchanged state plans an empty
+//!   payload, which the applier need not send;
+//! - rules are grouped per chain (upstream interleaves them as it loops;
+//!   the kernel ends up the same);
+//! - node ports are reached through one `-d ADDR -j KUBE-NODEPORTS` per
+//!   node-port address (upstream's form for explicit `nodePortAddresses`),
+//!   since kproxy-state resolves the addresses;
+//! - no "large cluster mode" (comments are always written) and no nfacct
+//!   counters; `--random-fully` is always used (every supported iptables
+//!   has it).
+//!
+//! Stale per-service chains left by an earlier process are not known to a
+//! full plan (it never reads the kernel): the applier lists the existing
+//! chains once and sends [`cleanup`] with `keep` set to the new [`Applied`].
+//!
 //! Schedulers: iptables mode picks endpoints at random (`statistic`), as
 //! upstream; a port asking for any other scheduler is skipped with a reason
 //! and not served. Weights (`kproxy.io/weights`) are ignored by `random`.

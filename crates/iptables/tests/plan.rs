@@ -346,3 +346,15 @@ fn masquerade_all_marks_every_cluster_ip_connection() {
         "{text}"
     );
 }
+
+#[test]
+fn cleanup_with_keep_deletes_only_stale_service_chains() {
+    let (s, applied) = two_services();
+    let used: Vec<String> = applied.chains(Table::Nat).map(str::to_owned).collect();
+    let mut nat = used.clone();
+    nat.push("KUBE-SEP-STALESTALESTALE".to_owned());
+    let existing = [(Table::Nat, nat)].into();
+    let text = kproxy_iptables::cleanup(&existing, Some(&applied)).render();
+    assert_eq!(text, "*nat\n:KUBE-SEP-STALESTALESTALE - [0:0]\n-X KUBE-SEP-STALESTALESTALE\nCOMMIT\n");
+    assert!(used.iter().any(|c| c == "KUBE-SERVICES") && s.state().ipv4.service_ports.len() == 2);
+}

@@ -1,0 +1,127 @@
+//! Payloads applied to an in-memory `iptables-restore --noflush`: partial
+//! payloads over time leave the kernel exactly as a full payload would, and
+//! every payload is self-consistent (upstream's `checkIPTablesRuleJumps`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kproxy_iptables::{Applied, LocalDetector, PlanConfig, plan};
+use kproxy_model::IpFamily;
+use kproxy_state::{Kind, StateConfig};
+use kproxy_testkit::{EndpointBuilder as Ep, Scenario, node, service, slice};
+
+/// One change to the scenario.
+type Step = Box<dyn Fn(&mut Scenario)>;
+
+/// table -> chain -> rule lines.
+type Kernel = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+const TARGETS: [&str; 8] = ["ACCEPT", "REJECT", "DROP", "MARK", "RETURN", "DNAT", "SNAT", "MASQUERADE"];
+
+/// What `iptables-restore --noflush` does with `payload`; panics where the
+/// real one would fail (a jump to a missing chain, deleting a referenced
+/// chain).
+fn restore(kernel: &mut Kernel, payload: &str) {
+    let mut table = String::new();
+    for line in payload.lines() {
+        if let Some(name) = line.strip_prefix('*') {
+            table = name.to_owned();
+        } else if let Some(decl) = line.strip_prefix(':') {
+            let chain = decl.split(' ').next().expect("chain line").to_owned();
+            kernel.entry(table.clone()).or_default().insert(chain, Vec::new());
+        } else if let Some(rule) = line.strip_prefix("-A ") {
+            let chain = rule.split(' ').next().expect("rule chain");
+            let rules = kernel.get_mut(&table).and_then(|t| t.get_mut(chain));
+            rules.unwrap_or_else(|| panic!("-A to undeclared chain {chain}")).push(rule.to_owned());
+        } else if let Some(chain) = line.strip_prefix("-X ") {
+            let t = kernel.get_mut(&table).expect("table");
+            assert!(t.remove(chain).is_some(), "-X of missing chain {chain}");
+        } else {
+            assert_eq!(line, "COMMIT");
+            check_jumps(&kernel[&table], &table);
+        }
+    }
+}
+
+fn check_jumps(chains: &BTreeMap<String, Vec<String>>, table: &str) {
+    let mut jumped = BTreeSet::new();
+    for rule in chains.values().flatten() {
+        if let Some((_, target)) = rule.split_once(" -j ") {
+            let target = target.split(' ').next().expect("target");
+            if !TARGETS.contains(&target) {
+                assert!(chains.contains_key(target), "{table}: jump to missing chain {target}");
+                // KUBE-SERVICES always jumps to KUBE-NODEPORTS, even empty.
+                let may_be_empty = target == "KUBE-NODEPORTS";
+                assert!(may_be_empty || !chains[target].is_empty(), "{table}: jump to empty chain {target}");
+                jumped.insert(target.to_owned());
+            }
+        }
+    }
+    for chain in chains.keys().filter(|c| kproxy_iptables::names::is_service_chain(c)) {
+        assert!(jumped.contains(chain), "{table}: service chain {chain} is not used");
+    }
+}
+
+fn config() -> PlanConfig {
+    PlanConfig {
+        local_detector: LocalDetector::Cidrs(vec!["10.244.0.0/16".parse().expect("literal")]),
+        ..PlanConfig::default()
+    }
+}
+
+fn lb(s: &mut Scenario, policy: &str, endpoints: &[(&str, &str)]) {
+    s.service(
+        service("ns", "lb")
+            .type_("LoadBalancer")
+            .cluster_ip("10.96.0.10")
+            .load_balancer_ingress("198.51.100.1", None)
+            .source_ranges(&["203.0.113.0/24"])
+            .port("http", "TCP", 80)
+            .node_port(30080)
+            .external_traffic_policy(policy)
+            .session_affinity("ClientIP", Some(60))
+            .build(),
+    );
+    let sl = endpoints
+        .iter()
+        .fold(slice("ns", "lb-a", "lb").port("http", "TCP", 8080), |sl, (ip, n)| sl.endpoint(Ep::new(ip).node(n)));
+    s.slice(sl.build());
+}
+
+fn web(s: &mut Scenario, n: usize) {
+    s.service(service("ns", "web").cluster_ip("10.96.0.20").port("", "TCP", 80).build());
+    let sl = (0..n).fold(slice("ns", "web-a", "web").port("", "TCP", 80), |sl, i| {
+        sl.endpoint(Ep::new(&format!("10.244.5.{}", i + 1)).node("node-b"))
+    });
+    s.slice(sl.build());
+}
+
+#[test]
+fn partial_payloads_over_time_leave_the_kernel_as_a_full_payload_would() {
+    let mut s = Scenario::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
+    s.node(node("node-a").address("InternalIP", "192.168.77.1").build());
+    let steps: Vec<Step> = vec![
+        Box::new(|s| lb(s, "Cluster", &[("10.244.1.1", "node-a"), ("10.244.2.1", "node-b")])),
+        Box::new(|s| web(s, 3)),
+        Box::new(|s| lb(s, "Local", &[("10.244.1.1", "node-a"), ("10.244.2.1", "node-b")])),
+        Box::new(|s| lb(s, "Local", &[("10.244.2.1", "node-b")])),
+        Box::new(|s| web(s, 0)),
+        Box::new(|s| lb(s, "Local", &[])),
+        Box::new(|s| web(s, 5)),
+        Box::new(|s| {
+            s.delete(Kind::Service, "ns", "lb");
+        }),
+        Box::new(|s| web(s, 1)),
+    ];
+    let mut kernel = Kernel::new();
+    let mut applied: Option<Applied> = None;
+    for (i, step) in steps.iter().enumerate() {
+        step(&mut s);
+        s.sync();
+        let partial = plan(s.state(), IpFamily::V4, &config(), applied.as_ref());
+        restore(&mut kernel, &partial.payload.render());
+        let mut fresh = Kernel::new();
+        restore(&mut fresh, &plan(s.state(), IpFamily::V4, &config(), None).payload.render());
+        assert_eq!(kernel, fresh, "after step {i}");
+        applied = Some(partial.applied);
+    }
+}

@@ -8,9 +8,9 @@ use crate::UsageError;
 use crate::args::CleanupArgs;
 
 pub fn cleanup(args: CleanupArgs) -> anyhow::Result<ExitCode> {
-    if !matches!(args.mode.as_str(), "nftables" | "ipvs" | "userspace") {
+    if !matches!(args.mode.as_str(), "nftables" | "iptables" | "ipvs" | "userspace") {
         return Err(UsageError(format!(
-            "--proxy-mode {}: nothing to clean up for it in this build (only nftables, ipvs and userspace)",
+            "--proxy-mode {}: nothing to clean up for it in this build (only nftables, iptables, ipvs and userspace)",
             args.mode
         ))
         .into());
@@ -20,6 +20,19 @@ pub fn cleanup(args: CleanupArgs) -> anyhow::Result<ExitCode> {
         // Routes of other protocols, even for the same addresses, stay.
         let removed = runtime.block_on(crate::claim::cleanup())?;
         eprintln!("removed {removed} local routes of protocol {ROUTE_PROTOCOL} (kproxy's claimed addresses)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.mode == "iptables" {
+        let backend = std::env::var("KPROXY_IPTABLES_BACKEND").unwrap_or_default();
+        let backend = backend
+            .parse::<kproxy_iptables_exec::BackendChoice>()
+            .map_err(|e| UsageError(format!("KPROXY_IPTABLES_BACKEND {backend:?}: {e}")))?;
+        let cleaned = runtime.block_on(kproxy_dataplane::cleanup_iptables(backend))?;
+        eprintln!(
+            "removed {} jump rules and {} chains of kproxy's (both families)",
+            cleaned.jumps,
+            cleaned.chains.len()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     if args.mode == "ipvs" {

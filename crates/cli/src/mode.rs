@@ -1,7 +1,8 @@
 //! Which dataplane runs, and its settings from the configuration.
 
 use kproxy_config::{Config, DetectLocalMode, ProxyMode};
-use kproxy_dataplane::{Dataplane, DryRun, Ipvs, IpvsConfig, Nftables};
+use kproxy_dataplane::{Dataplane, DryRun, Iptables, IptablesConfig, Ipvs, IpvsConfig, Nftables};
+use kproxy_iptables_exec::BackendChoice;
 use kproxy_netlink::ipvs::Timeouts;
 use kproxy_nftables::{LocalDetector, PlanConfig};
 use kproxy_userspace::{Settings, Userspace};
@@ -41,12 +42,16 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
             }
             Ok(Some(ProxyMode::Ipvs))
         }
+        Some(ProxyMode::Iptables) => {
+            if !is_root() {
+                return Err(UsageError(
+                    "--proxy-mode iptables: programming iptables needs root (CAP_NET_ADMIN)".into(),
+                )
+                .into());
+            }
+            Ok(Some(ProxyMode::Iptables))
+        }
         Some(ProxyMode::Userspace) => Ok(Some(ProxyMode::Userspace)),
-        Some(mode) => Err(UsageError(format!(
-            "--proxy-mode {mode}: not available in this build yet (available: nftables, ipvs, userspace; \
-             --dry-run computes and serves the state without programming the node)"
-        ))
-        .into()),
         None if is_root() => Ok(Some(ProxyMode::Nftables)),
         None => {
             warn!(
@@ -133,6 +138,28 @@ pub fn ipvs_config(config: &Config) -> anyhow::Result<IpvsConfig> {
     })
 }
 
+/// The iptables mode's settings: the nftables mode's masquerade and
+/// detector settings, `iptables.localhostNodePorts`, and the backend from
+/// `KPROXY_IPTABLES_BACKEND` (`legacy`, `nft`; unset or `auto` detects
+/// the node's, as upstream's iptables-wrapper does).
+pub fn iptables_config(config: &Config) -> anyhow::Result<IptablesConfig> {
+    let nft = nftables_config(config);
+    let backend = std::env::var("KPROXY_IPTABLES_BACKEND").unwrap_or_default();
+    let backend = backend
+        .parse::<BackendChoice>()
+        .map_err(|e| UsageError(format!("KPROXY_IPTABLES_BACKEND {backend:?}: {e}")))?;
+    Ok(IptablesConfig {
+        plan: kproxy_iptables::PlanConfig {
+            masquerade_all: nft.masquerade_all,
+            masquerade_bit: nft.masquerade_bit,
+            local_detector: nft.local_detector,
+            drop_invalid: nft.drop_invalid,
+            localhost_node_ports: config.localhost_node_ports,
+        },
+        backend,
+    })
+}
+
 /// The dataplane for `mode` (`None`: the dry run).
 pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Box<dyn Dataplane>> {
     Ok(match mode {
@@ -141,6 +168,7 @@ pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Box
             let settings = ipvs_config(config)?;
             Box::new(Ipvs::new(settings).map_err(|e| anyhow::anyhow!("--proxy-mode ipvs: {e}"))?)
         }
+        Some(ProxyMode::Iptables) => Box::new(Iptables::new(iptables_config(config)?)),
         Some(ProxyMode::Userspace) => {
             Box::new(crate::claim::Claiming::on_this_host(Userspace::new(userspace_settings(config))))
         }

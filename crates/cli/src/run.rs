@@ -82,9 +82,10 @@ async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, on
         }
         Source::Kube(_) => info!(%node, mode = dataplane.mode(), "starting; reading the Kubernetes API"),
     }
-    if dataplane.mode() == "ipvs" {
-        // The nftables mode's DNAT runs before IPVS and would keep serving
-        // whatever it last knew: a node switching modes drops those tables.
+    if matches!(dataplane.mode(), "ipvs" | "iptables") {
+        // The nftables mode's DNAT would keep serving whatever it last
+        // knew (before IPVS; beside iptables' own): a node switching modes
+        // drops those tables.
         if let Err(e) = kproxy_dataplane::cleanup_nftables().await {
             warn!(error = %e, "cannot remove the nftables mode's tables; its old rules may still take traffic");
         }

@@ -115,17 +115,6 @@ fn a_bad_flag_value_exits_64_naming_the_flag() {
 }
 
 #[test]
-fn a_mode_this_build_lacks_is_refused_with_the_alternative() {
-    let out = kproxy(&["run", "--manifests", &example(), "--proxy-mode", "iptables"]);
-    assert_eq!(out.status.code(), Some(64));
-    assert_eq!(
-        stderr(&out),
-        "kproxy: --proxy-mode iptables: not available in this build yet (available: nftables, ipvs, userspace; --dry-run computes and \
-         serves the state without programming the node)\n"
-    );
-}
-
-#[test]
 fn run_outside_a_cluster_without_a_source_says_what_to_pass() {
     let out = Command::new(env!("CARGO_BIN_EXE_kproxy"))
         .args(["run", "--dry-run"])

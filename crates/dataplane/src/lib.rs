@@ -9,6 +9,7 @@
 mod conntrack;
 mod dataplane;
 mod dry_run;
+mod iptables;
 mod ipvs;
 mod nftables;
 mod no_local;
@@ -16,6 +17,7 @@ mod runner;
 
 pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 pub use dry_run::DryRun;
+pub use iptables::{Iptables, IptablesConfig, cleanup as cleanup_iptables};
 pub use ipvs::{
     Cleaned as CleanedIpvs, INTERFACE as IPVS_INTERFACE, Ipvs, IpvsConfig, IpvsError, cleanup as cleanup_ipvs,
 };

@@ -87,6 +87,23 @@ impl Iptables {
         Ok(cleaned)
     }
 
+    /// Makes sure `jump` is in its chain: `-C`, and when absent `-I` (first
+    /// in the chain, as upstream). Returns whether it was inserted.
+    pub async fn ensure_jump(&self, family: IpFamily, jump: &JumpRule) -> Result<bool, IptablesError> {
+        let mut check = vec!["-t", jump.table.as_str(), "-C", jump.chain.as_str()];
+        check.extend(jump.spec.iter().map(String::as_str));
+        let output = self.iptables(family, &check).await?;
+        match output.status.code() {
+            Some(0) => return Ok(false),
+            Some(STATUS_ABSENT) => {}
+            _ => return Err(output.failure()),
+        }
+        let mut insert = vec!["-t", jump.table.as_str(), "-I", jump.chain.as_str()];
+        insert.extend(jump.spec.iter().map(String::as_str));
+        self.iptables(family, &insert).await?.success()?;
+        Ok(true)
+    }
+
     /// Deletes `jump` until none is left; returns how many were deleted.
     ///
     /// A rule jumping to a chain that does not exist cannot exist either,

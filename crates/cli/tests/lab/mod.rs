@@ -48,6 +48,8 @@ pub struct Lab {
     log: PathBuf,
     /// Pod name -> its `app` label; `None`: not in the manifests.
     apps: std::cell::RefCell<BTreeMap<String, Option<String>>>,
+    /// Extra environment for kproxy (`KPROXY_IPTABLES_BACKEND`, say).
+    pub env: Vec<(String, String)>,
 }
 
 fn chain(error: &dyn std::error::Error) -> String {
@@ -82,7 +84,7 @@ impl Lab {
         }
         let dir = tempfile::tempdir().expect("a temporary folder");
         let log = dir.path().join("kproxy.log");
-        let lab = Lab { topo, dir, backends, kproxy: None, log, apps: apps.into() };
+        let lab = Lab { topo, dir, backends, kproxy: None, log, apps: apps.into(), env: Vec::new() };
         lab.write_cluster();
         lab
     }
@@ -205,6 +207,7 @@ impl Lab {
             .args(Self::flags_in(mode))
             .args(extra)
             .env("RUST_LOG", "warn,kproxy=debug")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);

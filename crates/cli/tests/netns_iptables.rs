@@ -1,0 +1,187 @@
+//! The iptables mode on the real kernel, on both backends (legacy and nft):
+//! the nftables mode's real-connection scenarios, with kproxy running
+//! `--proxy-mode iptables` in node-a and the backend forced through
+//! `KPROXY_IPTABLES_BACKEND`.
+
+mod lab;
+
+use std::net::IpAddr;
+
+use kproxy_model::Protocol;
+use kproxy_sandbox::ProbeError;
+use lab::*;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+const WEB: &str =
+    "  clusterIP: 10.96.0.10\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n";
+
+fn answers(lab: &Lab, from: &kproxy_sandbox::Netns, to: &str, protocol: Protocol) -> bool {
+    matches!(lab.request(from, to, protocol, None), Outcome::Answered { .. })
+}
+
+/// Starts kproxy in iptables mode on `backend`.
+fn start(lab: &mut Lab, backend: &str, extra: &[&str]) {
+    lab.env.push(("KPROXY_IPTABLES_BACKEND".into(), backend.into()));
+    lab.start_in("iptables", extra);
+}
+
+/// `iptables-save` of node-a for the backend.
+fn saved(lab: &Lab, backend: &str) -> String {
+    lab.node().exec(&format!("iptables-{backend}-save"), &[]).expect("iptables-save in node-a")
+}
+
+/// Runs `scenario` once per backend, each in its own lab.
+macro_rules! on_both_backends {
+    ($scenario:ident, $legacy:ident, $nft:ident) => {
+        #[test]
+        fn $legacy() {
+            $scenario("legacy");
+        }
+        #[test]
+        fn $nft() {
+            $scenario("nft");
+        }
+    };
+}
+
+fn cluster_ip(backend: &str) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    start(&mut lab, backend, &[]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web to answer", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
+    let spread = lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 40);
+    assert_eq!(backends(&spread), ["web-a1", "web-b1"], "{spread:?}");
+    assert!(
+        spread.keys().all(|o| matches!(o, Outcome::Answered { peer, .. } if *peer == IpAddr::V4(client.ipv4))),
+        "pods keep their address: {spread:?}"
+    );
+    // From outside the cluster: masqueraded.
+    let outside = lab.spread(lab.client(), "10.96.0.10:80", Protocol::Tcp, 30);
+    assert_eq!(backends(&outside), ["web-a1", "web-b1"], "{outside:?}");
+    assert!(outside.contains_key(&answered("web-b1", ip("192.168.77.1"))), "{outside:?}");
+    // Upstream's layout, in the backend asked for.
+    let rules = saved(&lab, backend);
+    assert!(rules.contains(":KUBE-SERVICES") && rules.contains("-j KUBE-SVC-"), "{rules}");
+    assert!(rules.contains("--probability 0.5000000000"), "{rules}");
+    assert!(rules.contains(":KUBE-PROXY-CANARY"), "{rules}");
+    let other = if backend == "legacy" { "nft" } else { "legacy" };
+    assert!(!saved(&lab, other).contains("KUBE-SERVICES"), "nothing in the {other} backend");
+}
+on_both_backends!(
+    cluster_ip,
+    a_cluster_ip_spreads_and_masquerades_outsiders_legacy,
+    a_cluster_ip_spreads_and_masquerades_outsiders_nft
+);
+
+fn node_port_and_no_endpoints(backend: &str) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    lab.write(
+        "web.yaml",
+        &service(
+            "web",
+            "  type: NodePort\n  clusterIP: 10.96.0.10\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n",
+        ),
+    );
+    lab.write(
+        "empty.yaml",
+        &service(
+            "empty",
+            "  clusterIP: 10.96.0.30\n  ports: [{port: 80, protocol: TCP}, {name: u, port: 53, protocol: UDP}]\n",
+        ),
+    );
+    start(&mut lab, backend, &[]);
+    lab.eventually("the node port", || answers(&lab, lab.client(), "192.168.77.1:30080", Protocol::Tcp));
+    let spread = lab.spread(lab.client(), "192.168.77.1:30080", Protocol::Tcp, 30);
+    assert_eq!(backends(&spread), ["web-a1", "web-b1"], "{spread:?}");
+    assert!(
+        spread.keys().all(|o| !matches!(o, Outcome::Answered { peer, .. } if *peer == ip("192.168.77.100"))),
+        "masqueraded: {spread:?}"
+    );
+    let client = &lab.pod("client-a1").ns;
+    assert_eq!(lab.request(client, "10.96.0.30:80", Protocol::Tcp, None), Outcome::Refused, "TCP without endpoints");
+    assert_eq!(lab.request(client, "10.96.0.30:53", Protocol::Udp, None), Outcome::Refused, "UDP without endpoints");
+    assert_eq!(lab.request(lab.node(), "10.96.0.30:80", Protocol::Tcp, None), Outcome::Refused, "from the node");
+}
+on_both_backends!(
+    node_port_and_no_endpoints,
+    a_node_port_serves_and_no_endpoints_rejects_legacy,
+    a_node_port_serves_and_no_endpoints_rejects_nft
+);
+
+fn shop(lab: &Lab) {
+    lab.write(
+        "shop.yaml",
+        &format!(
+            "{}status:\n  loadBalancer:\n    ingress: [{{ip: 198.51.100.20}}]\n",
+            service(
+                "shop",
+                "  type: LoadBalancer\n  clusterIP: 10.96.0.20\n  selector: {app: shop}\n  externalTrafficPolicy: Local\n  ports: [{name: https, port: 443, targetPort: http, nodePort: 30443}]\n"
+            )
+        ),
+    );
+}
+
+fn local_policy(backend: &str) {
+    let mut lab = Lab::new(&[(1, "shop-a1"), (2, "shop-b1"), (1, "client-a1")]);
+    shop(&lab);
+    start(&mut lab, backend, &[]);
+    lab.eventually("the LB IP", || answers(&lab, lab.client(), "198.51.100.20:443", Protocol::Tcp));
+    let outside = ip("192.168.77.100");
+    for to in ["198.51.100.20:443", "192.168.77.1:30443"] {
+        let spread = lab.spread(lab.client(), to, Protocol::Tcp, 12);
+        assert_eq!(spread.keys().collect::<Vec<_>>(), [&answered("shop-a1", outside)], "{to}: {spread:?}");
+    }
+    let client = lab.pod("client-a1");
+    let spread = lab.spread(&client.ns, "198.51.100.20:443", Protocol::Tcp, 30);
+    assert_eq!(backends(&spread), ["shop-a1", "shop-b1"], "pods use every endpoint: {spread:?}");
+
+    // The local endpoint leaves: outsiders are dropped, pods still served.
+    lab.set_app("shop-a1", None);
+    lab.eventually("the drop", || {
+        matches!(
+            kproxy_sandbox::tcp_request(lab.client(), "198.51.100.20:443".parse().unwrap(), None, DROP_WAIT),
+            Err(ProbeError::TimedOut)
+        )
+    });
+    assert_eq!(lab.request(&client.ns, "198.51.100.20:443", Protocol::Tcp, None), answered("shop-b1", client.ipv4));
+}
+on_both_backends!(
+    local_policy,
+    local_policy_keeps_client_addresses_and_drops_without_local_endpoints_legacy,
+    local_policy_keeps_client_addresses_and_drops_without_local_endpoints_nft
+);
+
+fn affinity_and_cleanup(backend: &str) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    let sticky = format!("{WEB}  sessionAffinity: ClientIP\n");
+    lab.write("web.yaml", &service("web", &sticky));
+    // A rule of someone else's, which cleanup must leave.
+    lab.node()
+        .exec(
+            &format!("iptables-{backend}"),
+            &["-t", "filter", "-A", "INPUT", "-p", "tcp", "--dport", "9999", "-j", "ACCEPT"],
+        )
+        .expect("a foreign rule");
+    start(&mut lab, backend, &[]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
+    let spread = lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 12);
+    assert_eq!(spread.len(), 1, "one client, one endpoint: {spread:?}");
+    assert!(saved(&lab, backend).contains("--rcheck --seconds 10800 --reap"));
+
+    lab.stop();
+    let (ok, out) = lab.kproxy(&["cleanup", "--proxy-mode", "iptables"]);
+    assert!(ok, "{out}");
+    let rules = saved(&lab, backend);
+    assert!(!rules.contains("KUBE-"), "kproxy's chains and jumps are gone:\n{rules}");
+    assert!(rules.contains("--dport 9999 -j ACCEPT"), "the foreign rule stays:\n{rules}");
+}
+on_both_backends!(
+    affinity_and_cleanup,
+    affinity_pins_and_cleanup_removes_only_kproxys_rules_legacy,
+    affinity_pins_and_cleanup_removes_only_kproxys_rules_nft
+);

@@ -1,0 +1,186 @@
+//! The iptables mode: plans with `kproxy-iptables` (upstream's chain
+//! layout), applies each family's payload with `iptables-restore --noflush`
+//! of the node's backend (legacy or nft, `kproxy-iptables-exec`), then
+//! deletes stale UDP conntrack entries.
+//!
+//! A full sync (the first, after a failure, hourly, or when the canary
+//! chains are gone because someone flushed the tables) rewrites every
+//! kproxy chain, deletes stale per-service chains left by an earlier run,
+//! and ensures the jump rules from the built-in chains. A partial sync
+//! rewrites only the per-service chains that changed plus the dispatch
+//! chains. What was applied is kept in memory, per family.
+
+use std::collections::{BTreeSet, HashMap};
+
+use kproxy_iptables::{Applied, PlanConfig, Table, plan};
+use kproxy_iptables_exec::{self as exec, BackendChoice, Iptables as Exec, IptablesError};
+use kproxy_model::IpFamily;
+use tracing::{info, warn};
+
+use crate::conntrack::flush_stale_udp;
+use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+
+/// The iptables mode's settings.
+#[derive(Clone, Debug, Default)]
+pub struct IptablesConfig {
+    pub plan: PlanConfig,
+    /// Which backend's tools to run; `Auto` detects the node's.
+    pub backend: BackendChoice,
+}
+
+/// The iptables mode.
+pub struct Iptables {
+    config: IptablesConfig,
+    /// Chosen at the first sync.
+    exec: Option<Exec>,
+    applied: [Option<Applied>; 2],
+    reported: BTreeSet<String>,
+}
+
+impl Iptables {
+    pub fn new(config: IptablesConfig) -> Self {
+        Self { config, exec: None, applied: [None, None], reported: BTreeSet::new() }
+    }
+
+    async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
+        let exec = match &self.exec {
+            Some(exec) => exec.clone(),
+            None => {
+                let detection = exec::detect(self.config.backend).await?;
+                info!(backend = detection.backend.as_str(), reason = ?detection.reason, "iptables backend chosen");
+                let exec = Exec::new(detection.backend);
+                self.exec = Some(exec.clone());
+                exec
+            }
+        };
+        let mut skips = Vec::new();
+        let mut summary = Vec::new();
+        let mut any_full = false;
+        for (i, family) in IpFamily::ALL.into_iter().enumerate() {
+            // Someone flushed the tables (a firewall reload): rebuild.
+            if self.applied[i].is_some() {
+                match exec.canary_present(family).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        warn!(%family, "kproxy's canary chain is gone (tables flushed?); doing a full sync");
+                        self.applied[i] = None;
+                    }
+                    Err(e) => warn!(%family, error = %e, "cannot check the canary chain"),
+                }
+            }
+            let full = request.kind == SyncKind::Full || self.applied[i].is_none();
+            any_full |= full;
+            let previous = if full { None } else { self.applied[i].as_ref() };
+            let planned = plan(request.state, family, &self.config.plan, previous);
+            skips.extend(planned.skips.iter().cloned());
+            let mut payload = planned.payload;
+            if full {
+                // Per-service chains of an earlier run that this plan no
+                // longer has: deleted in the same restore.
+                let existing = existing_chains(&exec, family).await;
+                let stale = kproxy_iptables::cleanup(&existing, Some(&planned.applied));
+                payload.filter.deleted.extend(stale.filter.deleted);
+                payload.nat.deleted.extend(stale.nat.deleted);
+            }
+            let text = payload.render();
+            if !payload.is_empty()
+                && let Err(e) = exec.restore(family, &text).await
+            {
+                self.applied[i] = None;
+                return Err(e.into());
+            }
+            if full {
+                exec.ensure_canary(family).await?;
+                for jump in &planned.jump_rules {
+                    exec.ensure_jump(family, &exec_jump(jump)).await?;
+                }
+            }
+            summary.push(format!("{family}: {} bytes, {} chains", text.len(), planned.applied.chain_count()));
+            self.applied[i] = Some(planned.applied);
+        }
+        let conntrack = flush_stale_udp(request.changes).await;
+        let current: BTreeSet<String> = skips.into_iter().collect();
+        let skipped: Vec<String> = current.difference(&self.reported).cloned().collect();
+        self.reported = current;
+        let kind = if any_full { "full" } else { "partial" };
+        Ok(SyncReport {
+            summary: format!("{kind}: {}, {conntrack} conntrack entries deleted", summary.join("; ")),
+            skipped,
+        })
+    }
+}
+
+impl Dataplane for Iptables {
+    fn mode(&self) -> &'static str {
+        "iptables"
+    }
+
+    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
+        Box::pin(self.sync_inner(request))
+    }
+}
+
+fn exec_table(table: Table) -> exec::Table {
+    match table {
+        Table::Filter => exec::Table::Filter,
+        Table::Nat => exec::Table::Nat,
+    }
+}
+
+fn exec_jump(jump: &kproxy_iptables::JumpRule) -> exec::JumpRule {
+    exec::JumpRule { table: exec_table(jump.table), chain: jump.chain.to_owned(), spec: jump.args.clone() }
+}
+
+/// The chains declared in `family`'s filter and nat tables; empty when
+/// they cannot be read (a full sync then only leaves stale chains behind).
+async fn existing_chains(exec: &Exec, family: IpFamily) -> HashMap<Table, Vec<String>> {
+    let dump = match exec.save(family, None).await {
+        Ok(dump) => dump,
+        Err(e) => {
+            warn!(%family, error = %e, "cannot list the iptables chains; stale chains of an earlier run may stay");
+            return HashMap::new();
+        }
+    };
+    let mut out: HashMap<Table, Vec<String>> = HashMap::new();
+    let mut table = None;
+    for line in dump.lines() {
+        if let Some(name) = line.strip_prefix('*') {
+            table = match name {
+                "filter" => Some(Table::Filter),
+                "nat" => Some(Table::Nat),
+                _ => None,
+            };
+        } else if let (Some(t), Some(decl)) = (table, line.strip_prefix(':'))
+            && let Some(chain) = decl.split_whitespace().next()
+        {
+            out.entry(t).or_default().push(chain.to_owned());
+        }
+    }
+    out
+}
+
+/// Removes kproxy's jump rules and chains (every `KUBE-*` chain kproxy
+/// makes, and nothing else) from both families of the detected backend.
+pub async fn cleanup(backend: BackendChoice) -> Result<exec::Cleaned, IptablesError> {
+    let detection = exec::detect(backend).await?;
+    let exec = Exec::new(detection.backend);
+    let mut total = exec::Cleaned::default();
+    let config = PlanConfig { localhost_node_ports: false, ..PlanConfig::default() };
+    for family in IpFamily::ALL {
+        let jumps = kproxy_iptables::jump_rules(&config, family).iter().map(exec_jump).collect();
+        let existing = existing_chains(&exec, family).await;
+        let doomed = kproxy_iptables::cleanup(&existing, None);
+        let mut chains: Vec<String> = doomed.filter.deleted.iter().chain(&doomed.nat.deleted).cloned().collect();
+        // kubelet's chain, also used by kproxy for localhost node ports:
+        // the kubelet still needs it.
+        chains.retain(|c| c != "KUBE-FIREWALL");
+        chains.push(exec::CANARY_CHAIN.to_owned());
+        chains.sort();
+        chains.dedup();
+        let what = exec::Cleanup { jumps, chain_prefixes: chains };
+        let cleaned = exec.cleanup(family, &what).await?;
+        total.jumps += cleaned.jumps;
+        total.chains.extend(cleaned.chains);
+    }
+    Ok(total)
+}

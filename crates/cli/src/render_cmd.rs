@@ -1,4 +1,5 @@
-//! `kproxy render`: the rules `run` would apply, as an `nft -f` script.
+//! `kproxy render`: the rules `run` would apply, as an `nft -f` script
+//! (or, with `--proxy-mode iptables`, as `iptables-restore` input).
 
 use std::process::ExitCode;
 
@@ -11,11 +12,38 @@ use crate::state_cmd::load_state;
 /// loading it with `nft -f` programs what `run` would.
 pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let loaded = load_state(&args.common)?;
+    if loaded.config.mode == Some(kproxy_config::ProxyMode::Iptables) {
+        return render_iptables(&loaded);
+    }
     let config = crate::mode::nftables_config(&loaded.config);
     let planned = kproxy_nftables::plan(loaded.builder.state(), &Changes::default(), true, &config, None);
     print!("{}", kproxy_nftables::render::plan(&planned.plan));
     for skipped in &planned.skips {
         eprintln!("not programmed: {skipped}");
+    }
+    Ok(loaded.exit_code())
+}
+
+/// Each family's payload of a first full sync, for `iptables-restore
+/// --noflush` (`ip6tables-restore` for IPv6), and the jump rules `run`
+/// ensures from the built-in chains.
+fn render_iptables(loaded: &crate::state_cmd::Loaded) -> anyhow::Result<ExitCode> {
+    let config = crate::mode::iptables_config(&loaded.config)?;
+    for family in kproxy_model::IpFamily::ALL {
+        let planned = kproxy_iptables::plan(loaded.builder.state(), family, &config.plan, None);
+        let tool = match family {
+            kproxy_model::IpFamily::V4 => "iptables",
+            kproxy_model::IpFamily::V6 => "ip6tables",
+        };
+        println!("# {family}: {tool}-restore --noflush");
+        print!("{}", planned.payload.render());
+        println!("# {family}: jump rules ({tool} -C, else -I)");
+        for jump in &planned.jump_rules {
+            println!("# -t {} -I {} {}", jump.table.as_str(), jump.chain, jump.args.join(" "));
+        }
+        for skipped in &planned.skips {
+            eprintln!("not programmed: {skipped}");
+        }
     }
     Ok(loaded.exit_code())
 }

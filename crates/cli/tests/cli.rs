@@ -161,3 +161,18 @@ fn logging_format_json_writes_one_json_object_per_line() {
         assert!(entry["level"].is_string(), "{line}");
     }
 }
+
+#[test]
+fn render_in_iptables_mode_prints_restore_payloads_in_upstreams_layout() {
+    let out =
+        kproxy(&["render", "--manifests", &example(), "--hostname-override", "node-a", "--proxy-mode", "iptables"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("# IPv4: iptables-restore --noflush\n*filter\n"), "{text}");
+    for needle in
+        ["*nat\n", ":KUBE-SERVICES - [0:0]", "-j KUBE-SVC-", "--random-fully", "# IPv6: ip6tables-restore --noflush"]
+    {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert_eq!(text.matches("COMMIT\n").count(), 4, "filter and nat, per family");
+}

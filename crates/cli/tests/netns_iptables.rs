@@ -185,3 +185,95 @@ on_both_backends!(
     affinity_pins_and_cleanup_removes_only_kproxys_rules_legacy,
     affinity_pins_and_cleanup_removes_only_kproxys_rules_nft
 );
+
+fn source_ranges_and_hairpin(backend: &str) {
+    let mut lab = Lab::new(&[(1, "shop-a1"), (1, "web-a1"), (2, "web-b1")]);
+    lab.write(
+        "shop.yaml",
+        &format!(
+            "{}status:\n  loadBalancer:\n    ingress: [{{ip: 198.51.100.20}}]\n",
+            service(
+                "shop",
+                "  type: LoadBalancer\n  clusterIP: 10.96.0.20\n  selector: {app: shop}\n  loadBalancerSourceRanges: [203.0.113.0/24]\n  ports: [{name: https, port: 443, targetPort: http, nodePort: 30443}]\n"
+            )
+        ),
+    );
+    lab.write("web.yaml", &service("web", WEB));
+    start(&mut lab, backend, &[]);
+    let allowed = Some(ip("203.0.113.9"));
+    lab.eventually("an allowed source", || {
+        matches!(lab.request(lab.client(), "198.51.100.20:443", Protocol::Tcp, allowed), Outcome::Answered { .. })
+    });
+    let denied = kproxy_sandbox::tcp_request(lab.client(), "198.51.100.20:443".parse().unwrap(), None, DROP_WAIT);
+    assert!(matches!(denied, Err(ProbeError::TimedOut)), "{denied:?}");
+    assert!(answers(&lab, lab.client(), "192.168.77.1:30443", Protocol::Tcp), "ranges guard the LB IP only");
+    // Hairpin: a pod reaching itself through its service is masqueraded.
+    let me = lab.pod("web-a1");
+    lab.eventually("web", || answers(&lab, &me.ns, "10.96.0.10:80", Protocol::Tcp));
+    let spread = lab.spread(&me.ns, "10.96.0.10:80", Protocol::Tcp, 40);
+    assert_eq!(
+        spread.keys().cloned().collect::<Vec<_>>(),
+        [answered("web-a1", ip("10.244.1.1")), answered("web-b1", me.ipv4)],
+        "{spread:?}"
+    );
+}
+on_both_backends!(
+    source_ranges_and_hairpin,
+    source_ranges_drop_others_and_hairpin_masquerades_legacy,
+    source_ranges_drop_others_and_hairpin_masquerades_nft
+);
+
+fn udp_flows_and_ipv6(backend: &str) {
+    let mut lab = Lab::new(&[(2, "dns-b1"), (2, "dns-b2"), (1, "client-a1")]);
+    let dns = |selector: &str| {
+        service(
+            "dns",
+            &format!(
+                "  clusterIPs: [10.96.0.53, \"fd00:96::53\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {{app: {selector}}}\n  ports: [{{name: dns, port: 53, protocol: UDP, targetPort: 8080}}]\n"
+            ),
+        )
+    };
+    lab.set_app("dns-b1", Some("one"));
+    lab.set_app("dns-b2", Some("two"));
+    lab.write("dns.yaml", &dns("nobody"));
+    start(&mut lab, backend, &[]);
+    let client = lab.pod("client-a1");
+    let addr = |s: &str| s.parse().unwrap();
+    let mut flow =
+        kproxy_sandbox::UdpFlow::open(&client.ns, addr("10.96.0.53:53"), std::time::Duration::from_millis(500))
+            .expect("a flow");
+    assert!(flow.request().is_err(), "no endpoints yet");
+    lab.write("dns.yaml", &dns("one"));
+    lab.eventually("the same flow to reach dns-b1", || flow.request().is_ok_and(|r| r.backend == "dns-b1"));
+    lab.write("dns.yaml", &dns("two"));
+    lab.eventually("the same flow to move to dns-b2", || flow.request().is_ok_and(|r| r.backend == "dns-b2"));
+    // IPv6 through ip6tables.
+    assert_eq!(lab.request(&client.ns, "[fd00:96::53]:53", Protocol::Udp, None), answered("dns-b2", client.ipv6));
+}
+on_both_backends!(
+    udp_flows_and_ipv6,
+    udp_flows_move_with_their_endpoints_and_ipv6_is_served_legacy,
+    udp_flows_move_with_their_endpoints_and_ipv6_is_served_nft
+);
+
+fn canary(backend: &str) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    start(&mut lab, backend, &["--iptables-sync-period", "1s"]);
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web", || answers(&lab, client, "10.96.0.10:80", Protocol::Tcp));
+    // A firewall reload: every chain of nat, filter and mangle flushed and deleted.
+    let tool = format!("iptables-{backend}");
+    for table in ["nat", "filter", "mangle"] {
+        lab.node().exec(&tool, &["-t", table, "-F"]).expect("flush");
+        lab.node().exec(&tool, &["-t", table, "-X"]).expect("delete chains");
+    }
+    assert!(!answers(&lab, client, "10.96.0.10:80", Protocol::Tcp), "the service is down after the flush");
+    lab.eventually("kproxy to notice and rebuild", || answers(&lab, client, "10.96.0.10:80", Protocol::Tcp));
+    assert!(saved(&lab, backend).contains(":KUBE-PROXY-CANARY"));
+}
+on_both_backends!(
+    canary,
+    a_flushed_table_is_rebuilt_at_the_next_sync_legacy,
+    a_flushed_table_is_rebuilt_at_the_next_sync_nft
+);

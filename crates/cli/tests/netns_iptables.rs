@@ -277,3 +277,25 @@ on_both_backends!(
     a_flushed_table_is_rebuilt_at_the_next_sync_legacy,
     a_flushed_table_is_rebuilt_at_the_next_sync_nft
 );
+
+fn localhost_node_ports(backend: &str) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1")]);
+    lab.write(
+        "web.yaml",
+        &service(
+            "web",
+            "  type: NodePort\n  clusterIP: 10.96.0.10\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n",
+        ),
+    );
+    start(&mut lab, backend, &["--nodeport-addresses", "127.0.0.0/8,192.168.77.0/24"]);
+    lab.eventually("the node port on loopback", || answers(&lab, lab.node(), "127.0.0.1:30080", Protocol::Tcp));
+    let spread = lab.spread(lab.node(), "127.0.0.1:30080", Protocol::Tcp, 20);
+    assert_eq!(backends(&spread), ["web-a1", "web-b1"], "{spread:?}");
+    let localnet = lab.node().exec("cat", &["/proc/sys/net/ipv4/conf/all/route_localnet"]).expect("sysctl");
+    assert_eq!(localnet.trim(), "1");
+}
+on_both_backends!(
+    localhost_node_ports,
+    node_ports_on_loopback_answer_the_node_legacy,
+    node_ports_on_loopback_answer_the_node_nft
+);

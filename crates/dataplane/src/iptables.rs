@@ -35,11 +35,13 @@ pub struct Iptables {
     exec: Option<Exec>,
     applied: [Option<Applied>; 2],
     reported: BTreeSet<String>,
+    /// `route_localnet` was set (or found set).
+    route_localnet: bool,
 }
 
 impl Iptables {
     pub fn new(config: IptablesConfig) -> Self {
-        Self { config, exec: None, applied: [None, None], reported: BTreeSet::new() }
+        Self { config, exec: None, applied: [None, None], reported: BTreeSet::new(), route_localnet: false }
     }
 
     async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
@@ -53,6 +55,14 @@ impl Iptables {
                 exec
             }
         };
+        let localhost = self.config.plan.localhost_node_ports
+            && request.state.node.node_port_addresses.iter().any(|ip| ip.is_ipv4() && ip.is_loopback());
+        if localhost && !self.route_localnet {
+            // Node ports on 127.0.0.1 are DNATed off the loopback; the
+            // kernel routes such packets only with route_localnet (upstream
+            // sets it too, and KUBE-FIREWALL guards 127/8 from outside).
+            self.route_localnet = set_route_localnet();
+        }
         let mut skips = Vec::new();
         let mut summary = Vec::new();
         let mut any_full = false;
@@ -117,6 +127,25 @@ impl Dataplane for Iptables {
 
     fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
         Box::pin(self.sync_inner(request))
+    }
+}
+
+/// `net.ipv4.conf.all.route_localnet=1`; false (and a warning) when it
+/// cannot be written.
+fn set_route_localnet() -> bool {
+    const PATH: &str = "/proc/sys/net/ipv4/conf/all/route_localnet";
+    if std::fs::read_to_string(PATH).is_ok_and(|v| v.trim() == "1") {
+        return true;
+    }
+    match std::fs::write(PATH, "1") {
+        Ok(()) => {
+            info!("set net.ipv4.conf.all.route_localnet=1 for node ports on 127.0.0.1");
+            true
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot set route_localnet; node ports on 127.0.0.1 will not answer");
+            false
+        }
     }
 }
 

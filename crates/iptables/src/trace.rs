@@ -1,0 +1,441 @@
+//! Walks a full [`Planned`] payload for one new connection, the way
+//! netfilter would, and says what happens: the rules that acted, whether the
+//! packet is DNATed and to which endpoints, rejected or dropped, and whether
+//! it is masqueraded. Pure: it reads the typed rules, never the kernel.
+//!
+//! The hooks run in netfilter's order: nat `PREROUTING` (DNAT), then filter
+//! `INPUT` when the destination is local or filter `FORWARD` and nat
+//! `POSTROUTING` when it is not; traffic starting on the node runs nat
+//! `OUTPUT`, filter `OUTPUT`, nat `POSTROUTING`. The built-in chains hold
+//! only the plan's [`crate::JumpRule`]s, in the order the applier leaves
+//! them (each is prepended, so the last one listed runs first), with policy
+//! ACCEPT.
+//!
+//! Only what the planner writes is interpreted; any other argument is a
+//! [`TraceError`], never skipped, so the tracer cannot silently drift from
+//! the planner. `-m statistic --mode random` branches into both outcomes,
+//! so the result lists every endpoint the connection may reach; `-m recent
+//! --rcheck` never matches (a trace shows a client's first connection).
+//! The result has the nftables tracer's shape ([`Trace`], [`Fate`]) so
+//! `kproxy trace` prints both modes alike.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use kproxy_model::{IpNet, Protocol};
+pub use kproxy_nftables::trace::{Branch, Fate, Packet, Trace};
+
+use crate::payload::{Rule, Table, render_rule};
+use crate::plan::Planned;
+
+/// Why a payload could not be traced.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TraceError {
+    /// A partial payload lacks the chains it left unchanged.
+    #[error("only a full payload can be traced")]
+    NotFull,
+    /// An argument the tracer does not interpret.
+    #[error("{rule}: argument {arg:?} is not interpreted by the tracer")]
+    Unknown { rule: String, arg: String },
+    /// An argument without its value, or with one that does not parse.
+    #[error("{rule}: {arg} has a missing or malformed value")]
+    Value { rule: String, arg: String },
+    /// A jump to a chain the payload does not declare.
+    #[error("{rule}: jump to undeclared chain {chain}")]
+    MissingChain { rule: String, chain: String },
+    /// Jumps nested deeper than any plan writes (a loop).
+    #[error("chain {chain}: jumps nested too deep")]
+    TooDeep { chain: String },
+}
+
+/// One match of a rule, typed. `bool` fields: negated (`!`).
+#[derive(Clone, Debug, PartialEq)]
+enum Cond {
+    Source(IpNet, bool),
+    Destination(IpNet, bool),
+    InInterface(String, bool),
+    Protocol(Protocol, bool),
+    Dport(u16, bool),
+    Mark {
+        value: u32,
+        mask: u32,
+        negate: bool,
+    },
+    CtState(Vec<String>, bool),
+    DstLocal(bool),
+    SrcLocal(bool),
+    /// Matches with this probability: both outcomes are followed.
+    Random(f64),
+    /// `-m recent --rcheck`/`--update`: true only for known clients.
+    RecentSeen(bool),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Target {
+    /// No `-j`: the rule only matches.
+    None,
+    Chain(String),
+    Return,
+    Accept,
+    Drop,
+    Reject,
+    Dnat(SocketAddr),
+    MarkOr(u32),
+    MarkXor(u32),
+    Masquerade,
+}
+
+#[derive(Clone, Debug)]
+struct Parsed {
+    text: String,
+    conds: Vec<Cond>,
+    target: Target,
+}
+
+/// The packet's state while it is being walked.
+#[derive(Clone, Debug)]
+struct State {
+    daddr: IpAddr,
+    dport: u16,
+    mark: u32,
+    masquerade: bool,
+    dnat: bool,
+    path: Vec<String>,
+}
+
+enum Flow {
+    Continue,
+    Accept,
+    Drop,
+    Reject,
+}
+
+/// Walks the full payload of `planned` (one family's, as [`crate::plan`]
+/// returns with no previous state) for `packet`.
+pub fn trace(planned: &Planned, packet: &Packet) -> Result<Trace, TraceError> {
+    if !planned.full {
+        return Err(TraceError::NotFull);
+    }
+    let mut chains: HashMap<(Table, String), Vec<Parsed>> = HashMap::new();
+    for (table, part) in [(Table::Filter, &planned.payload.filter), (Table::Nat, &planned.payload.nat)] {
+        for chain in &part.chains {
+            chains.insert((table, chain.clone()), Vec::new());
+        }
+        for rule in &part.rules {
+            let parsed = parse(table, rule)?;
+            chains.entry((table, rule.chain.clone())).or_default().push(parsed);
+        }
+    }
+    // The applier prepends each jump rule: the last listed runs first.
+    for jump in planned.jump_rules.iter().rev() {
+        let rule = Rule { chain: jump.chain.to_owned(), args: jump.args.clone() };
+        let parsed = parse(jump.table, &rule)?;
+        chains.entry((jump.table, jump.chain.to_owned())).or_default().push(parsed);
+    }
+    for ((table, _), rules) in &chains {
+        for rule in rules {
+            if let Target::Chain(target) = &rule.target
+                && !chains.contains_key(&(*table, target.clone()))
+            {
+                return Err(TraceError::MissingChain { rule: rule.text.clone(), chain: target.clone() });
+            }
+        }
+    }
+    let walker = Walker { chains, packet };
+    let start =
+        State { daddr: packet.daddr, dport: packet.dport, mark: 0, masquerade: false, dnat: false, path: Vec::new() };
+    let starts_on_node = packet.iif.is_none() && walker.is_local(&packet.saddr);
+    let mut branches = Vec::new();
+    if starts_on_node {
+        walker.hooks(
+            &[(Table::Nat, "OUTPUT"), (Table::Filter, "OUTPUT"), (Table::Nat, "POSTROUTING")],
+            start,
+            &mut branches,
+        )?;
+    } else {
+        for state in walker.hook(Table::Nat, "PREROUTING", start, &mut branches)? {
+            // Routing: delivered here, or forwarded.
+            let rest: &[(Table, &str)] = if walker.is_local(&state.daddr) {
+                &[(Table::Filter, "INPUT")]
+            } else {
+                &[(Table::Filter, "FORWARD"), (Table::Nat, "POSTROUTING")]
+            };
+            walker.hooks(rest, state, &mut branches)?;
+        }
+    }
+    Ok(Trace { branches })
+}
+
+struct Walker<'a> {
+    chains: HashMap<(Table, String), Vec<Parsed>>,
+    packet: &'a Packet,
+}
+
+impl Walker<'_> {
+    /// What `addrtype LOCAL` and routing call local: the node's addresses
+    /// and loopback.
+    fn is_local(&self, ip: &IpAddr) -> bool {
+        ip.is_loopback() || self.packet.local_addresses.contains(ip)
+    }
+
+    /// Runs `hooks` in order; every surviving branch ends in a fate.
+    fn hooks(&self, hooks: &[(Table, &str)], state: State, out: &mut Vec<Branch>) -> Result<(), TraceError> {
+        let mut states = vec![state];
+        for (table, chain) in hooks {
+            let mut next = Vec::new();
+            for state in states {
+                next.extend(self.hook(*table, chain, state, out)?);
+            }
+            states = next;
+        }
+        for state in states {
+            let fate = match state.dnat {
+                true => {
+                    Fate::Dnat { endpoint: SocketAddr::new(state.daddr, state.dport), masquerade: state.masquerade }
+                }
+                false => Fate::Untouched,
+            };
+            out.push(Branch { path: state.path, fate });
+        }
+        Ok(())
+    }
+
+    /// One built-in chain (policy ACCEPT): the states that go on.
+    fn hook(&self, table: Table, chain: &str, state: State, out: &mut Vec<Branch>) -> Result<Vec<State>, TraceError> {
+        let mut next = Vec::new();
+        for (flow, state) in self.chain(table, chain, state, 0)? {
+            match flow {
+                Flow::Continue | Flow::Accept => next.push(state),
+                Flow::Drop => out.push(Branch { path: state.path, fate: Fate::Drop }),
+                Flow::Reject => out.push(Branch { path: state.path, fate: Fate::Reject }),
+            }
+        }
+        Ok(next)
+    }
+
+    fn chain(&self, table: Table, name: &str, state: State, depth: usize) -> Result<Vec<(Flow, State)>, TraceError> {
+        if depth > 16 {
+            return Err(TraceError::TooDeep { chain: name.to_owned() });
+        }
+        let empty = Vec::new();
+        let rules = self.chains.get(&(table, name.to_owned())).unwrap_or(&empty);
+        let mut live = vec![state];
+        let mut done = Vec::new();
+        for rule in rules {
+            let mut next = Vec::new();
+            for state in live {
+                for (hit, mut state) in self.test(&rule.conds, state) {
+                    if !hit {
+                        next.push(state);
+                        continue;
+                    }
+                    state.path.push(format!("{}: {}", table.as_str(), rule.text));
+                    match &rule.target {
+                        Target::None => next.push(state),
+                        Target::Chain(target) => {
+                            for (flow, state) in self.chain(table, target, state, depth + 1)? {
+                                match flow {
+                                    Flow::Continue => next.push(state),
+                                    other => done.push((other, state)),
+                                }
+                            }
+                        }
+                        Target::Return => done.push((Flow::Continue, state)),
+                        Target::Accept => done.push((Flow::Accept, state)),
+                        Target::Drop => done.push((Flow::Drop, state)),
+                        Target::Reject => done.push((Flow::Reject, state)),
+                        Target::Dnat(to) => {
+                            state.daddr = to.ip();
+                            state.dport = to.port();
+                            state.dnat = true;
+                            done.push((Flow::Accept, state));
+                        }
+                        Target::MarkOr(m) => {
+                            state.mark |= m;
+                            next.push(state);
+                        }
+                        Target::MarkXor(m) => {
+                            state.mark ^= m;
+                            next.push(state);
+                        }
+                        Target::Masquerade => {
+                            state.masquerade = true;
+                            done.push((Flow::Accept, state));
+                        }
+                    }
+                }
+            }
+            live = next;
+        }
+        done.extend(live.into_iter().map(|s| (Flow::Continue, s)));
+        Ok(done)
+    }
+
+    /// Whether `conds` all hold: one outcome, or two where a random match
+    /// may go either way.
+    fn test(&self, conds: &[Cond], state: State) -> Vec<(bool, State)> {
+        let p = self.packet;
+        let mut outcomes = Vec::new();
+        let mut hit = true;
+        for cond in conds {
+            let holds = match cond {
+                Cond::Source(net, neg) => net.contains(&p.saddr) != *neg,
+                Cond::Destination(net, neg) => net.contains(&state.daddr) != *neg,
+                Cond::InInterface(pattern, neg) => {
+                    let matched = p.iif.as_deref().is_some_and(|iif| match pattern.strip_suffix('+') {
+                        Some(prefix) => iif.starts_with(prefix),
+                        None => iif == pattern,
+                    });
+                    matched != *neg
+                }
+                Cond::Protocol(proto, neg) => (p.protocol == *proto) != *neg,
+                Cond::Dport(port, neg) => (state.dport == *port) != *neg,
+                Cond::Mark { value, mask, negate } => (state.mark & mask == *value) != *negate,
+                Cond::CtState(states, neg) => {
+                    // A new connection; DNAT once a nat rule rewrote it.
+                    let any = states.iter().any(|s| s == "NEW" || (s == "DNAT" && state.dnat));
+                    any != *neg
+                }
+                Cond::DstLocal(neg) => self.is_local(&state.daddr) != *neg,
+                Cond::SrcLocal(neg) => self.is_local(&p.saddr) != *neg,
+                Cond::RecentSeen(neg) => *neg,
+                Cond::Random(probability) if *probability >= 1.0 => true,
+                Cond::Random(probability) if *probability <= 0.0 => false,
+                Cond::Random(_) => {
+                    // Both outcomes; the rest of the rule decides the hit.
+                    outcomes.push((false, state.clone()));
+                    true
+                }
+            };
+            if !holds {
+                hit = false;
+                break;
+            }
+        }
+        if !hit {
+            // A failed later condition makes every outcome a miss.
+            return vec![(false, state)];
+        }
+        outcomes.push((true, state));
+        outcomes
+    }
+}
+
+/// Parses one rule's arguments into conditions and a target.
+fn parse(table: Table, rule: &Rule) -> Result<Parsed, TraceError> {
+    let mut text = String::new();
+    render_rule(&mut text, rule);
+    let text = text.trim_end().to_owned();
+    let unknown = |arg: &str| TraceError::Unknown { rule: format!("{} {text}", table.as_str()), arg: arg.to_owned() };
+    let bad = |arg: &str| TraceError::Value { rule: format!("{} {text}", table.as_str()), arg: arg.to_owned() };
+    let mut args = rule.args.iter().map(String::as_str).peekable();
+    let mut conds = Vec::new();
+    let mut target = Target::None;
+    let mut module = "";
+    let mut negate = false;
+    while let Some(arg) = args.next() {
+        if arg == "!" {
+            negate = true;
+            continue;
+        }
+        let mut value = || args.next().ok_or_else(|| bad(arg));
+        let neg = std::mem::take(&mut negate);
+        match (module, arg) {
+            (_, "-m") => {
+                module = match value()? {
+                    m @ ("comment" | "tcp" | "udp" | "sctp" | "mark" | "conntrack" | "addrtype" | "statistic"
+                    | "recent") => m,
+                    other => return Err(unknown(other)),
+                };
+            }
+            (_, "-s") => conds.push(Cond::Source(net(value()?).ok_or_else(|| bad(arg))?, neg)),
+            (_, "-d") => conds.push(Cond::Destination(net(value()?).ok_or_else(|| bad(arg))?, neg)),
+            (_, "-i") => conds.push(Cond::InInterface(value()?.to_owned(), neg)),
+            (_, "-p") => {
+                let proto = value()?.to_ascii_uppercase().parse().map_err(|()| bad(arg))?;
+                conds.push(Cond::Protocol(proto, neg));
+            }
+            ("comment", "--comment") => {
+                value()?;
+            }
+            ("tcp" | "udp" | "sctp", "--dport") => {
+                conds.push(Cond::Dport(value()?.parse().map_err(|_| bad(arg))?, neg));
+            }
+            ("mark", "--mark") => {
+                let (v, m) = value()?.split_once('/').ok_or_else(|| bad(arg))?;
+                let (value, mask) = (hex(v).ok_or_else(|| bad(arg))?, hex(m).ok_or_else(|| bad(arg))?);
+                conds.push(Cond::Mark { value, mask, negate: neg });
+            }
+            ("conntrack", "--ctstate") => {
+                let states: Vec<String> = value()?.split(',').map(str::to_owned).collect();
+                let known = ["NEW", "ESTABLISHED", "RELATED", "INVALID", "DNAT", "SNAT", "UNTRACKED"];
+                if let Some(s) = states.iter().find(|s| !known.contains(&s.as_str())) {
+                    return Err(unknown(s));
+                }
+                conds.push(Cond::CtState(states, neg));
+            }
+            ("addrtype", "--dst-type" | "--src-type") => {
+                if value()? != "LOCAL" {
+                    return Err(bad(arg));
+                }
+                conds.push(if arg == "--dst-type" { Cond::DstLocal(neg) } else { Cond::SrcLocal(neg) });
+            }
+            ("statistic", "--mode") => {
+                if value()? != "random" {
+                    return Err(bad(arg));
+                }
+            }
+            ("statistic", "--probability") => conds.push(Cond::Random(value()?.parse().map_err(|_| bad(arg))?)),
+            ("recent", "--name" | "--seconds") => {
+                value()?;
+            }
+            ("recent", "--reap" | "--set") => {}
+            ("recent", "--rcheck" | "--update") => conds.push(Cond::RecentSeen(neg)),
+            (_, "-j") => {
+                module = "";
+                target = match value()? {
+                    "RETURN" => Target::Return,
+                    "ACCEPT" => Target::Accept,
+                    "DROP" => Target::Drop,
+                    "REJECT" => Target::Reject,
+                    "MASQUERADE" => Target::Masquerade,
+                    "DNAT" => match (args.next(), args.next()) {
+                        (Some("--to-destination"), Some(to)) => Target::Dnat(to.parse().map_err(|_| bad("DNAT"))?),
+                        _ => return Err(bad("DNAT")),
+                    },
+                    "MARK" => match (args.next(), args.next().map(hex)) {
+                        (Some("--or-mark"), Some(Some(m))) => Target::MarkOr(m),
+                        (Some("--xor-mark"), Some(Some(m))) => Target::MarkXor(m),
+                        _ => return Err(bad("MARK")),
+                    },
+                    chain if chain.starts_with("KUBE-") => Target::Chain(chain.to_owned()),
+                    other => return Err(unknown(other)),
+                };
+                if target == Target::Masquerade && args.peek() == Some(&"--random-fully") {
+                    args.next();
+                }
+            }
+            _ => return Err(unknown(arg)),
+        }
+    }
+    if negate {
+        return Err(unknown("!"));
+    }
+    Ok(Parsed { text, conds, target })
+}
+
+/// An address or a prefix.
+fn net(s: &str) -> Option<IpNet> {
+    s.parse().ok().or_else(|| s.parse::<IpAddr>().ok().map(IpNet::from))
+}
+
+/// `0x4000` or `16384`.
+fn hex(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

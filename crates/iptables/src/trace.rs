@@ -43,9 +43,9 @@ pub enum TraceError {
     /// A jump to a chain the payload does not declare.
     #[error("{rule}: jump to undeclared chain {chain}")]
     MissingChain { rule: String, chain: String },
-    /// Jumps nested deeper than any plan writes (a loop).
-    #[error("chain {chain}: jumps nested too deep")]
-    TooDeep { chain: String },
+    /// A chain that jumps back into itself, directly or not.
+    #[error("chain {chain}: jumps loop back into it")]
+    Loop { chain: String },
 }
 
 /// One match of a rule, typed. `bool` fields: negated (`!`).
@@ -111,63 +111,88 @@ enum Flow {
 }
 
 /// Walks the full payload of `planned` (one family's, as [`crate::plan`]
-/// returns with no previous state) for `packet`.
+/// returns with no previous state) for `packet`. To trace many packets
+/// through one plan, build a [`Tracer`] once.
 pub fn trace(planned: &Planned, packet: &Packet) -> Result<Trace, TraceError> {
-    if !planned.full {
-        return Err(TraceError::NotFull);
-    }
-    let mut chains: HashMap<(Table, String), Vec<Parsed>> = HashMap::new();
-    for (table, part) in [(Table::Filter, &planned.payload.filter), (Table::Nat, &planned.payload.nat)] {
-        for chain in &part.chains {
-            chains.insert((table, chain.clone()), Vec::new());
+    Ok(Tracer::new(planned)?.trace(packet))
+}
+
+/// A full payload parsed for tracing: every rule interpreted once.
+#[derive(Clone, Debug)]
+pub struct Tracer {
+    chains: HashMap<(Table, String), Vec<Parsed>>,
+}
+
+impl Tracer {
+    /// Parses `planned`; any argument the tracer does not interpret, or a
+    /// jump to an undeclared chain, is an error.
+    pub fn new(planned: &Planned) -> Result<Self, TraceError> {
+        if !planned.full {
+            return Err(TraceError::NotFull);
         }
-        for rule in &part.rules {
-            let parsed = parse(table, rule)?;
-            chains.entry((table, rule.chain.clone())).or_default().push(parsed);
-        }
-    }
-    // The applier prepends each jump rule: the last listed runs first.
-    for jump in planned.jump_rules.iter().rev() {
-        let rule = Rule { chain: jump.chain.to_owned(), args: jump.args.clone() };
-        let parsed = parse(jump.table, &rule)?;
-        chains.entry((jump.table, jump.chain.to_owned())).or_default().push(parsed);
-    }
-    for ((table, _), rules) in &chains {
-        for rule in rules {
-            if let Target::Chain(target) = &rule.target
-                && !chains.contains_key(&(*table, target.clone()))
-            {
-                return Err(TraceError::MissingChain { rule: rule.text.clone(), chain: target.clone() });
+        let mut chains: HashMap<(Table, String), Vec<Parsed>> = HashMap::new();
+        for (table, part) in [(Table::Filter, &planned.payload.filter), (Table::Nat, &planned.payload.nat)] {
+            for chain in &part.chains {
+                chains.insert((table, chain.clone()), Vec::new());
+            }
+            for rule in &part.rules {
+                let parsed = parse(table, rule)?;
+                chains.entry((table, rule.chain.clone())).or_default().push(parsed);
             }
         }
-    }
-    let walker = Walker { chains, packet };
-    let start =
-        State { daddr: packet.daddr, dport: packet.dport, mark: 0, masquerade: false, dnat: false, path: Vec::new() };
-    let starts_on_node = packet.iif.is_none() && walker.is_local(&packet.saddr);
-    let mut branches = Vec::new();
-    if starts_on_node {
-        walker.hooks(
-            &[(Table::Nat, "OUTPUT"), (Table::Filter, "OUTPUT"), (Table::Nat, "POSTROUTING")],
-            start,
-            &mut branches,
-        )?;
-    } else {
-        for state in walker.hook(Table::Nat, "PREROUTING", start, &mut branches)? {
-            // Routing: delivered here, or forwarded.
-            let rest: &[(Table, &str)] = if walker.is_local(&state.daddr) {
-                &[(Table::Filter, "INPUT")]
-            } else {
-                &[(Table::Filter, "FORWARD"), (Table::Nat, "POSTROUTING")]
-            };
-            walker.hooks(rest, state, &mut branches)?;
+        // The applier prepends each jump rule: the last listed runs first.
+        for jump in planned.jump_rules.iter().rev() {
+            let rule = Rule { chain: jump.chain.to_owned(), args: jump.args.clone() };
+            let parsed = parse(jump.table, &rule)?;
+            chains.entry((jump.table, jump.chain.to_owned())).or_default().push(parsed);
         }
+        for ((table, _), rules) in &chains {
+            for rule in rules {
+                if let Target::Chain(target) = &rule.target
+                    && !chains.contains_key(&(*table, target.clone()))
+                {
+                    return Err(TraceError::MissingChain { rule: rule.text.clone(), chain: target.clone() });
+                }
+            }
+        }
+        for (table, chain) in chains.keys() {
+            acyclic(&chains, *table, chain, &mut Vec::new())?;
+        }
+        Ok(Self { chains })
     }
-    Ok(Trace { branches })
+
+    /// Every possible outcome for `packet`.
+    pub fn trace(&self, packet: &Packet) -> Trace {
+        let walker = Walker { chains: &self.chains, packet };
+        let start = State {
+            daddr: packet.daddr,
+            dport: packet.dport,
+            mark: 0,
+            masquerade: false,
+            dnat: false,
+            path: Vec::new(),
+        };
+        let mut branches = Vec::new();
+        if packet.iif.is_none() && walker.is_local(&packet.saddr) {
+            let hooks = [(Table::Nat, "OUTPUT"), (Table::Filter, "OUTPUT"), (Table::Nat, "POSTROUTING")];
+            walker.hooks(&hooks, start, &mut branches);
+        } else {
+            for state in walker.hook(Table::Nat, "PREROUTING", start, &mut branches) {
+                // Routing: delivered here, or forwarded.
+                let rest: &[(Table, &str)] = if walker.is_local(&state.daddr) {
+                    &[(Table::Filter, "INPUT")]
+                } else {
+                    &[(Table::Filter, "FORWARD"), (Table::Nat, "POSTROUTING")]
+                };
+                walker.hooks(rest, state, &mut branches);
+            }
+        }
+        Trace { branches }
+    }
 }
 
 struct Walker<'a> {
-    chains: HashMap<(Table, String), Vec<Parsed>>,
+    chains: &'a HashMap<(Table, String), Vec<Parsed>>,
     packet: &'a Packet,
 }
 
@@ -179,12 +204,12 @@ impl Walker<'_> {
     }
 
     /// Runs `hooks` in order; every surviving branch ends in a fate.
-    fn hooks(&self, hooks: &[(Table, &str)], state: State, out: &mut Vec<Branch>) -> Result<(), TraceError> {
+    fn hooks(&self, hooks: &[(Table, &str)], state: State, out: &mut Vec<Branch>) {
         let mut states = vec![state];
         for (table, chain) in hooks {
             let mut next = Vec::new();
             for state in states {
-                next.extend(self.hook(*table, chain, state, out)?);
+                next.extend(self.hook(*table, chain, state, out));
             }
             states = next;
         }
@@ -197,26 +222,24 @@ impl Walker<'_> {
             };
             out.push(Branch { path: state.path, fate });
         }
-        Ok(())
     }
 
     /// One built-in chain (policy ACCEPT): the states that go on.
-    fn hook(&self, table: Table, chain: &str, state: State, out: &mut Vec<Branch>) -> Result<Vec<State>, TraceError> {
+    fn hook(&self, table: Table, chain: &str, state: State, out: &mut Vec<Branch>) -> Vec<State> {
         let mut next = Vec::new();
-        for (flow, state) in self.chain(table, chain, state, 0)? {
+        for (flow, state) in self.chain(table, chain, state) {
             match flow {
                 Flow::Continue | Flow::Accept => next.push(state),
                 Flow::Drop => out.push(Branch { path: state.path, fate: Fate::Drop }),
                 Flow::Reject => out.push(Branch { path: state.path, fate: Fate::Reject }),
             }
         }
-        Ok(next)
+        next
     }
 
-    fn chain(&self, table: Table, name: &str, state: State, depth: usize) -> Result<Vec<(Flow, State)>, TraceError> {
-        if depth > 16 {
-            return Err(TraceError::TooDeep { chain: name.to_owned() });
-        }
+    /// Evaluates a chain (the jump graph has no loops, checked in
+    /// [`Tracer::new`]); each result is one branch's flow and state.
+    fn chain(&self, table: Table, name: &str, state: State) -> Vec<(Flow, State)> {
         let empty = Vec::new();
         let rules = self.chains.get(&(table, name.to_owned())).unwrap_or(&empty);
         let mut live = vec![state];
@@ -233,7 +256,7 @@ impl Walker<'_> {
                     match &rule.target {
                         Target::None => next.push(state),
                         Target::Chain(target) => {
-                            for (flow, state) in self.chain(table, target, state, depth + 1)? {
+                            for (flow, state) in self.chain(table, target, state) {
                                 match flow {
                                     Flow::Continue => next.push(state),
                                     other => done.push((other, state)),
@@ -268,7 +291,7 @@ impl Walker<'_> {
             live = next;
         }
         done.extend(live.into_iter().map(|s| (Flow::Continue, s)));
-        Ok(done)
+        done
     }
 
     /// Whether `conds` all hold: one outcome, or two where a random match
@@ -422,6 +445,26 @@ fn parse(table: Table, rule: &Rule) -> Result<Parsed, TraceError> {
         return Err(unknown("!"));
     }
     Ok(Parsed { text, conds, target })
+}
+
+/// Fails when a jump from `chain` leads back to a chain on `stack`.
+fn acyclic(
+    chains: &HashMap<(Table, String), Vec<Parsed>>,
+    table: Table,
+    chain: &str,
+    stack: &mut Vec<String>,
+) -> Result<(), TraceError> {
+    if stack.iter().any(|c| c == chain) {
+        return Err(TraceError::Loop { chain: chain.to_owned() });
+    }
+    stack.push(chain.to_owned());
+    for rule in chains.get(&(table, chain.to_owned())).into_iter().flatten() {
+        if let Target::Chain(target) = &rule.target {
+            acyclic(chains, table, target, stack)?;
+        }
+    }
+    stack.pop();
+    Ok(())
 }
 
 /// An address or a prefix.

@@ -216,3 +216,14 @@ fn a_partial_payload_is_refused() {
     let partial = plan(s.state(), IpFamily::V4, &config(cluster_cidr()), Some(&full.applied));
     assert_eq!(trace(&partial, &packet(POD, "10.96.0.10:80")), Err(TraceError::NotFull));
 }
+
+#[test]
+fn a_jump_loop_or_to_an_undeclared_chain_is_an_error() {
+    let mut s = scenario();
+    web(&mut s, false);
+    let mut planned = plan(s.state(), IpFamily::V4, &config(cluster_cidr()), None);
+    planned.payload.nat.rules.push(Rule::new("KUBE-MARK-MASQ").jump("KUBE-SERVICES"));
+    assert!(matches!(Tracer::new(&planned), Err(TraceError::Loop { .. })));
+    planned.payload.nat.rules.last_mut().expect("pushed").args = vec!["-j".into(), "KUBE-NOWHERE".into()];
+    assert!(matches!(Tracer::new(&planned), Err(TraceError::MissingChain { chain, .. }) if chain == "KUBE-NOWHERE"));
+}

@@ -227,3 +227,30 @@ fn a_jump_loop_or_to_an_undeclared_chain_is_an_error() {
     planned.payload.nat.rules.last_mut().expect("pushed").args = vec!["-j".into(), "KUBE-NOWHERE".into()];
     assert!(matches!(Tracer::new(&planned), Err(TraceError::MissingChain { chain, .. }) if chain == "KUBE-NOWHERE"));
 }
+
+#[test]
+fn localhost_node_ports_are_served_from_the_node_and_other_localnet_traffic_is_dropped() {
+    let mut s = Scenario::new(StateConfig {
+        node_name: "node-a".into(),
+        node_port_addresses: kproxy_state::NodePortAddresses::Cidrs(vec![
+            "127.0.0.0/8".parse().expect("literal"),
+            "192.168.77.0/24".parse().expect("literal"),
+        ]),
+        host_addresses: vec![ip("127.0.0.1")],
+        ..StateConfig::default()
+    });
+    s.node(node("node-a").address("InternalIP", NODE).build());
+    web(&mut s, false);
+    let config = config(cluster_cidr());
+    let from_node = |to: &str| {
+        let mut p = packet(NODE, to);
+        p.saddr = ip("127.0.0.1");
+        p
+    };
+    let planned = plan(s.state(), IpFamily::V4, &config, None);
+    let tracer = Tracer::new(&planned).expect("traceable");
+    let both = [dnat("10.244.1.10:8080", true), dnat("10.244.2.10:8080", true)];
+    assert_eq!(tracer.trace(&from_node("127.0.0.1:30080")).fates(), both);
+    assert_eq!(tracer.trace(&packet(EXTERNAL, "127.0.0.1:22")).fates(), [Fate::Drop], "KUBE-FIREWALL");
+    assert_eq!(tracer.trace(&from_node("127.0.0.1:22")).fates(), [Fate::Untouched]);
+}

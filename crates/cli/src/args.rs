@@ -21,7 +21,8 @@ pub enum Command {
     State(StateArgs),
     /// Print the nftables rules `run` would apply, in `nft -f` syntax.
     Render(RenderArgs),
-    /// Explain what happens to one new connection, rule by rule.
+    /// Explain what happens to one new connection, rule by rule (the
+    /// nftables rules, or with `--proxy-mode iptables` the iptables ones).
     Trace(TraceArgs),
     /// Remove everything kproxy installed on this node, and nothing else.
     Cleanup(CleanupArgs),

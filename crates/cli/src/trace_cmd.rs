@@ -1,9 +1,13 @@
-//! `kproxy trace`: one new connection through the rules `run` would apply.
+//! `kproxy trace`: one new connection through the rules `run` would apply
+//! (the nftables table, or with `--proxy-mode iptables` the iptables
+//! payload; both tracers give the same [`Trace`] shape).
 
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
+use anyhow::Context;
+use kproxy_config::ProxyMode;
 use kproxy_model::{IpFamily, Protocol, ProxyState};
 use kproxy_nftables::trace::{Fate, Packet, Trace};
 
@@ -33,13 +37,20 @@ pub fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let loaded = load_state(&args.common)?;
     let state = loaded.builder.state();
     let family = IpFamily::of(&to.ip());
-    let config = crate::mode::nftables_config(&loaded.config);
-    let table = kproxy_nftables::table(state, family, &config);
     let local_addresses = local_addresses(state);
     let from_node = local_addresses.contains(&args.from);
     let iif = if from_node { None } else { Some(args.iif.clone().unwrap_or_default()) };
     let packet = Packet { saddr: args.from, daddr: to.ip(), protocol, dport: to.port(), iif, local_addresses };
-    print!("{}", explain(state, &packet, &kproxy_nftables::trace::trace(&table, family, &packet)));
+    let trace = if loaded.config.mode == Some(ProxyMode::Iptables) {
+        let config = crate::mode::iptables_config(&loaded.config)?;
+        let planned = kproxy_iptables::plan(state, family, &config.plan, None);
+        kproxy_iptables::trace::trace(&planned, &packet).context("tracing the iptables payload")?
+    } else {
+        let config = crate::mode::nftables_config(&loaded.config);
+        let table = kproxy_nftables::table(state, family, &config);
+        kproxy_nftables::trace::trace(&table, family, &packet)
+    };
+    print!("{}", explain(state, &packet, &trace));
     Ok(loaded.exit_code())
 }
 
@@ -79,7 +90,8 @@ pub fn explain(state: &ProxyState, packet: &Packet, trace: &Trace) -> String {
         })
         .collect();
     let path: Vec<&String> = trace.branches.first().map(|b| b.path.iter().collect()).unwrap_or_default();
-    let how = if path.iter().any(|l| l.contains("@sticky-")) {
+    // nftables keeps affinity in `@sticky-*` sets, iptables in `-m recent`.
+    let how = if path.iter().any(|l| l.contains("@sticky-") || l.contains("-m recent")) {
         "at random, then kept per client (session affinity)"
     } else if path.iter().any(|l| l.contains("numgen inc")) {
         "in turn (round robin)"

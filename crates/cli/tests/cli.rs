@@ -176,3 +176,44 @@ fn render_in_iptables_mode_prints_restore_payloads_in_upstreams_layout() {
     }
     assert_eq!(text.matches("COMMIT\n").count(), 4, "filter and nat, per family");
 }
+
+#[test]
+fn trace_in_iptables_mode_walks_the_restore_payload_to_the_same_verdicts_as_nftables_mode() {
+    let trace = |mode: &str, from: &str, to: &str, iif: &str| {
+        let out = kproxy(&[
+            "trace",
+            "--manifests",
+            &example(),
+            "--hostname-override",
+            "node-a",
+            "--proxy-mode",
+            mode,
+            "--from",
+            from,
+            "--to",
+            to,
+            "--iif",
+            iif,
+        ]);
+        assert!(out.status.success(), "{mode} {from} -> {to}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let cases = [
+        ("192.168.1.200", "192.168.1.10:30080", "eth0"),
+        ("10.244.1.99", "10.96.0.10:80", "cni0"),
+        ("192.168.1.200", "10.96.0.53:53/udp", "eth0"),
+        ("192.168.1.200", "198.51.100.20:443", "eth0"),
+        ("192.168.1.200", "10.96.0.30:80", "eth0"),
+    ];
+    for (from, to, iif) in cases {
+        let ipt = trace("iptables", from, to, iif);
+        let nft = trace("nftables", from, to, iif);
+        let verdict = |text: &str| text.split("rules\n").next().unwrap_or_default().to_owned();
+        assert_eq!(verdict(&ipt), verdict(&nft), "{from} -> {to}\niptables:\n{ipt}\nnftables:\n{nft}");
+        assert!(ipt.contains("\nrules\n  nat: -A PREROUTING "), "{ipt}");
+    }
+    let ipt = trace("iptables", "192.168.1.200", "192.168.1.10:30080", "eth0");
+    for needle in ["-j KUBE-NODEPORTS", "-j DNAT --to-destination", "-j MASQUERADE --random-fully"] {
+        assert!(ipt.contains(needle), "{needle} missing:\n{ipt}");
+    }
+}

@@ -45,6 +45,7 @@ mod payload;
 mod plan;
 mod port;
 mod ruleset;
+pub mod trace;
 
 pub use base::{FILTER_CHAINS, JumpRule, NAT_CHAINS, jump_rules};
 pub use config::{LocalDetector, PlanConfig};

@@ -45,9 +45,12 @@ const NEW_ONLY: &[&str] = &["-m", "conntrack", "--ctstate", "NEW"];
 /// given config: kubelet's KUBE-FIREWALL jumps only with localhost node ports.
 pub fn jump_rules(config: &PlanConfig, family: IpFamily) -> Vec<JumpRule> {
     let new = Some(NEW_ONLY);
-    let spec: [JumpSpec; 12] = [
+    let spec: [JumpSpec; 13] = [
         (Table::Filter, "INPUT", KUBE_EXTERNAL_SERVICES, "kubernetes externally-visible service portals", new),
         (Table::Filter, "FORWARD", KUBE_EXTERNAL_SERVICES, "kubernetes externally-visible service portals", new),
+        // Not upstream's: the node's own connections to an external frontend
+        // without endpoints are rejected too (SEMANTICS.md, "Verdicts").
+        (Table::Filter, "OUTPUT", KUBE_EXTERNAL_SERVICES, "kubernetes externally-visible service portals", new),
         (Table::Filter, "INPUT", KUBE_NODEPORTS, "kubernetes health check service ports", None),
         (Table::Filter, "FORWARD", KUBE_SERVICES, "kubernetes service portals", new),
         (Table::Filter, "OUTPUT", KUBE_SERVICES, "kubernetes service portals", new),

@@ -114,7 +114,7 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
         }
     }
     let shape = Shape::new(port);
-    dispatch(&shape, out);
+    dispatch(&shape, cx, out);
     node_ports(&shape, out);
     own_chains(&shape, cx, out);
     Ok(())
@@ -122,7 +122,7 @@ pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset
 
 /// The port's rules in KUBE-SERVICES (nat and filter), KUBE-PROXY-FIREWALL
 /// and KUBE-EXTERNAL-SERVICES, for its cluster, external and LB IPs.
-fn dispatch(s: &Shape<'_>, out: &mut Ruleset) {
+fn dispatch(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
     let (port, name) = (s.port, &s.name);
     for ip in port.cluster_ips() {
         if s.has_internal {
@@ -148,6 +148,19 @@ fn dispatch(s: &Shape<'_>, out: &mut Ruleset) {
         }
         if s.uses_fw {
             let comment = format!("{name} traffic not accepted by {}", s.chains.firewall);
+            out.filter.push(s.frontend(KUBE_PROXY_FIREWALL, comment, f.ip, f.port).jump("DROP"));
+        } else if let (false, Some(ranges)) = (s.has_endpoints, &port.load_balancer_source_ranges) {
+            // Without endpoints nothing is DNATed, so KUBE-PROXY-FIREWALL
+            // itself tells allowed sources (on to the REJECT) from denied
+            // ones (dropped), as SEMANTICS.md asks; upstream rejects both.
+            let comment = format!("{name} loadbalancer IP");
+            for cidr in ranges {
+                out.filter.push(s.frontend(KUBE_PROXY_FIREWALL, &comment, f.ip, f.port).src(cidr).jump("RETURN"));
+            }
+            if ranges.iter().any(|r| cx.node_ips.iter().any(|ip| r.contains(ip))) {
+                out.filter.push(s.frontend(KUBE_PROXY_FIREWALL, &comment, f.ip, f.port).src(f.ip).jump("RETURN"));
+            }
+            let comment = format!("{name} traffic not accepted by loadBalancerSourceRanges");
             out.filter.push(s.frontend(KUBE_PROXY_FIREWALL, comment, f.ip, f.port).jump("DROP"));
         }
     }
@@ -235,12 +248,20 @@ fn own_chains(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
 fn external_chain(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
     let (ext, name) = (&s.chains.external, &s.name);
     out.nat.declare(ext);
+    // masqueradeAll masquerades every frontend, Local policy included
+    // (SEMANTICS.md; upstream only marks cluster-IP traffic). Only packets
+    // about to be DNATed are marked: KUBE-FORWARD accepts marked packets,
+    // which would let an external client past the no-local-endpoints DROP.
+    let masquerade_all = s.external_local && cx.config.masquerade_all;
+    let masquerade = |comment: String| Rule::new(ext).comment(comment);
     if !s.external_local {
-        let comment = format!("masquerade traffic for {name} external destinations");
-        out.nat.push(Rule::new(ext).comment(comment).jump(KUBE_MARK_MASQ));
+        out.nat.push(masquerade(format!("masquerade traffic for {name} external destinations")).jump(KUBE_MARK_MASQ));
     } else {
         if let (Some(if_local), true) = (&cx.local.if_local, s.uses_cluster) {
             let comment = format!("pod traffic for {name} external destinations");
+            if masquerade_all {
+                out.nat.push(masquerade(comment.clone()).args(if_local.iter().cloned()).jump(KUBE_MARK_MASQ));
+            }
             out.nat.push(Rule::new(ext).comment(comment).args(if_local.iter().cloned()).jump(&s.chains.cluster));
         }
         // The node's own traffic gets a local source address (the LB IP may
@@ -255,6 +276,10 @@ fn external_chain(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
     }
     if s.has_external {
         let policy = if s.external_local { &s.chains.local } else { &s.chains.cluster };
+        if masquerade_all {
+            out.nat
+                .push(masquerade(format!("masquerade traffic for {name} external destinations")).jump(KUBE_MARK_MASQ));
+        }
         out.nat.push(Rule::new(ext).jump(policy));
     }
 }

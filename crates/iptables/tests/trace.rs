@@ -4,12 +4,11 @@
 //! the difference is a known semantic difference between the modes, listed
 //! in [`known_difference`].
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use kproxy_iptables::trace::{Fate, Packet, Tracer};
 use kproxy_iptables::{LocalDetector, PlanConfig, plan};
-use kproxy_model::{FrontendKind, IpFamily, Protocol, ProxyState, ServicePort, TrafficPolicy};
+use kproxy_model::{IpFamily, Protocol, ProxyState};
 use kproxy_state::StateConfig;
 use kproxy_testkit::{EndpointBuilder as Ep, Scenario, node, service, slice};
 
@@ -150,63 +149,13 @@ fn packet(net: &Net, from: IpAddr, iif: Option<&str>, to: SocketAddr) -> Packet 
     }
 }
 
-/// Where upstream's two layouts, which kproxy reproduces, disagree; `None`
-/// when the fates must be the same.
-fn known_difference(
-    config: &PlanConfig,
-    port: &ServicePort,
-    kind: FrontendKind,
-    packet: &Packet,
-    ipt: &[Fate],
-    nft: &[Fate],
-) -> Option<&'static str> {
-    let no_endpoints = port.cluster_endpoints.is_empty() && port.local_endpoints.is_empty();
-    let from_node = packet.iif.is_none();
-    let denied =
-        port.load_balancer_source_ranges.as_ref().is_some_and(|r| !r.iter().any(|n| n.contains(&packet.saddr)));
-    match (ipt, nft) {
-        // KUBE-EXTERNAL-SERVICES, which rejects external frontends without
-        // endpoints, is jumped to from INPUT and FORWARD only, not OUTPUT.
-        ([Fate::Untouched], [Fate::Reject]) if from_node && kind.is_external() && no_endpoints => {
-            Some("the node's own connections to an external frontend without endpoints are not rejected")
-        }
-        // Upstream writes KUBE-FW-* and its KUBE-PROXY-FIREWALL drop only
-        // for a port with endpoints (usesFWChain needs hasEndpoints), so a
-        // denied source meets the no-endpoints REJECT instead.
-        ([Fate::Reject], [Fate::Drop]) if kind == FrontendKind::LoadBalancerIp && no_endpoints && denied => {
-            Some("a denied source to a load-balancer IP without endpoints is rejected, not dropped")
-        }
-        // masqueradeAll is written only into the cluster-IP rule of the
-        // internal chain ("SNAT all traffic sent via Service cluster IPs"):
-        // external frontends under eTP Local, which never reach that rule,
-        // keep the client's address.
-        _ if config.masquerade_all
-            && kind.is_external()
-            && port.external_traffic_policy == TrafficPolicy::Local
-            && unmasqueraded(ipt) == unmasqueraded(nft) =>
-        {
-            Some("masqueradeAll does not masquerade external frontends under eTP Local")
-        }
-        _ => None,
-    }
-}
-
-/// The fates with every masquerade flag cleared.
-fn unmasqueraded(fates: &[Fate]) -> Vec<Fate> {
-    let mut out: Vec<Fate> = fates
-        .iter()
-        .map(|f| match f {
-            Fate::Dnat { endpoint, .. } => Fate::Dnat { endpoint: *endpoint, masquerade: false },
-            other => other.clone(),
-        })
-        .collect();
-    out.dedup();
-    out
-}
-
 /// Compares both tracers on every frontend and client of `state`; returns
-/// the unexplained differences and how often each known one occurred.
-fn compare(net: &Net, state: &ProxyState, config: &PlanConfig) -> (Vec<String>, BTreeMap<&'static str, usize>) {
+/// the differences. kproxy's iptables plan follows SEMANTICS.md where
+/// upstream's iptables layout does not (the node's own connections to an
+/// external frontend without endpoints, denied sources to a load-balancer
+/// IP without endpoints, masqueradeAll under eTP Local), so every frontend
+/// must trace alike.
+fn compare(net: &Net, state: &ProxyState, config: &PlanConfig) -> Vec<String> {
     let nft_config = kproxy_nftables::PlanConfig {
         masquerade_all: config.masquerade_all,
         masquerade_bit: config.masquerade_bit,
@@ -219,7 +168,6 @@ fn compare(net: &Net, state: &ProxyState, config: &PlanConfig) -> (Vec<String>, 
     let table = kproxy_nftables::table(state, net.family, &nft_config);
     let mut checked = 0;
     let mut differences = Vec::new();
-    let mut known = BTreeMap::new();
     for port in state.family(net.family).service_ports.values() {
         let local_endpoint = port.local_endpoints.first().map(|e| e.ip);
         for f in &port.frontends {
@@ -228,23 +176,19 @@ fn compare(net: &Net, state: &ProxyState, config: &PlanConfig) -> (Vec<String>, 
                 let ipt = tracer.trace(&packet).fates();
                 let nft = kproxy_nftables::trace::trace(&table, net.family, &packet).fates();
                 checked += 1;
-                if ipt == nft {
-                    continue;
-                }
-                match known_difference(config, port, f.kind, &packet, &ipt, &nft) {
-                    Some(why) => *known.entry(why).or_default() += 1,
-                    None => differences.push(format!(
+                if ipt != nft {
+                    differences.push(format!(
                         "{} {} ({}) from {from}: iptables {ipt:?}, nftables {nft:?}",
                         port.name,
                         f.addr(),
                         f.kind
-                    )),
+                    ));
                 }
             }
         }
     }
     assert!(checked > 1000, "{checked}");
-    (differences, known)
+    differences
 }
 
 #[test]
@@ -258,11 +202,9 @@ fn both_modes_trace_every_frontend_to_the_same_fates() {
         ];
         for (detector, masquerade_all) in detectors.into_iter().flat_map(|d| [(d.clone(), false), (d, true)]) {
             let config = PlanConfig { local_detector: detector, masquerade_all, ..PlanConfig::default() };
-            let (differences, known) = compare(&net, s.state(), &config);
+            let differences = compare(&net, s.state(), &config);
             let what = format!("{} {:?} masqueradeAll={masquerade_all}", net.family, config.local_detector);
             assert!(differences.is_empty(), "{what}: {} differences:\n{}", differences.len(), differences.join("\n"));
-            // Each known difference still exists (else drop it from the list).
-            assert_eq!(known.len(), if masquerade_all { 3 } else { 2 }, "{what}: {known:?}");
         }
     }
 }

@@ -299,3 +299,64 @@ on_both_backends!(
     node_ports_on_loopback_answer_the_node_legacy,
     node_ports_on_loopback_answer_the_node_nft
 );
+
+fn changes_and_restarts(backend: &str) {
+    let mut lab = Lab::new(&[(2, "web-b1"), (1, "client-a1"), (2, "extra-b1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    start(&mut lab, backend, &[]);
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web", || answers(&lab, client, "10.96.0.10:80", Protocol::Tcp));
+    let mut session =
+        kproxy_sandbox::TcpSession::open(client, "10.96.0.10:80".parse().unwrap(), ANSWER_WAIT).expect("a session");
+    assert_eq!(session.request().expect("first request").backend, "web-b1");
+
+    // A partial sync (another service) and a restart (a full one, with
+    // --noflush rewriting every chain) leave the established flow alone.
+    lab.write("other.yaml", &service("other", "  clusterIP: 10.96.0.11\n  ports: [{port: 80}]\n"));
+    lab.eventually("the other service", || saved(&lab, backend).contains("10.96.0.11/32"));
+    assert_eq!(session.request().expect("after a partial sync").backend, "web-b1");
+    lab.stop();
+    lab.start_in("iptables", &[]);
+    assert_eq!(session.request().expect("after a restart").backend, "web-b1");
+    let client = &lab.pod("client-a1").ns;
+
+    // A new endpoint, then it leaves: served, then no new connection to it.
+    lab.set_app("extra-b1", Some("web"));
+    lab.eventually("the new endpoint", || {
+        lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 10)
+            .contains_key(&answered("extra-b1", lab.pod("client-a1").ipv4))
+    });
+    lab.set_app("extra-b1", None);
+    lab.eventually("the endpoint to go", || {
+        backends(&lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 10)) == ["web-b1"]
+    });
+    // The service goes: its chains too.
+    lab.remove("web.yaml");
+    lab.eventually("the service's rules to go", || !saved(&lab, backend).contains("10.96.0.10/32"));
+}
+on_both_backends!(
+    changes_and_restarts,
+    changes_take_effect_and_established_connections_survive_legacy,
+    changes_take_effect_and_established_connections_survive_nft
+);
+
+fn policies_and_masquerade_all(backend: &str) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (2, "api-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", &format!("{WEB}  internalTrafficPolicy: Local\n")));
+    lab.write(
+        "api.yaml",
+        &service("api", "  clusterIP: 10.96.0.12\n  selector: {app: api}\n  ports: [{port: 80, targetPort: 8080}]\n"),
+    );
+    start(&mut lab, backend, &["--masquerade-all"]);
+    let client = lab.pod("client-a1");
+    lab.eventually("web", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
+    // internalTrafficPolicy: Local: only the local endpoint.
+    assert_eq!(backends(&lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 20)), ["web-a1"]);
+    // masqueradeAll: even a pod is masqueraded.
+    assert_eq!(lab.request(&client.ns, "10.96.0.12:80", Protocol::Tcp, None), answered("api-b1", ip("192.168.77.1")));
+}
+on_both_backends!(
+    policies_and_masquerade_all,
+    local_internal_policy_and_masquerade_all_legacy,
+    local_internal_policy_and_masquerade_all_nft
+);

@@ -360,3 +360,87 @@ on_both_backends!(
     local_internal_policy_and_masquerade_all_legacy,
     local_internal_policy_and_masquerade_all_nft
 );
+
+/// `kproxy trace --proxy-mode iptables`'s tracer against what the kernel
+/// did: every endpoint reached (and masquerade yes or no), refusals as
+/// REJECT, silences as DROP.
+fn trace_agrees(backend: &str) {
+    let mut lab =
+        Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "shop-a1"), (2, "shop-b1"), (2, "dns-b1"), (1, "client-a1")]);
+    lab.write(
+        "web.yaml",
+        &service(
+            "web",
+            "  type: NodePort\n  clusterIPs: [10.96.0.10, \"fd00:96::10\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n",
+        ),
+    );
+    shop(&lab);
+    lab.write(
+        "dns.yaml",
+        &service("dns", "  clusterIP: 10.96.0.53\n  selector: {app: dns}\n  ports: [{name: dns, port: 53, protocol: UDP, targetPort: 8080}]\n"),
+    );
+    lab.write("empty.yaml", &service("empty", "  clusterIP: 10.96.0.30\n  ports: [{port: 80}]\n"));
+    start(&mut lab, backend, &[]);
+    let pod = lab.pod("client-a1");
+    let me = lab.pod("web-a1");
+    lab.eventually("web", || answers(&lab, &pod.ns, "10.96.0.10:80", Protocol::Tcp));
+    let node_ip = IpAddr::V4(lab.topo.node.ipv4);
+    let outside = ip("192.168.77.100");
+    let cases: Vec<(&kproxy_sandbox::Netns, IpAddr, Option<&str>, &str, Protocol)> = vec![
+        (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.10:80", Protocol::Tcp),
+        (&pod.ns, IpAddr::V6(pod.ipv6), Some("kpbr0"), "[fd00:96::10]:80", Protocol::Tcp),
+        (lab.client(), outside, Some("eth0"), "10.96.0.10:80", Protocol::Tcp),
+        (lab.client(), outside, Some("eth0"), "192.168.77.1:30080", Protocol::Tcp),
+        (lab.node(), node_ip, None, "192.168.77.1:30080", Protocol::Tcp),
+        (lab.node(), node_ip, None, "10.96.0.10:80", Protocol::Tcp),
+        (&me.ns, IpAddr::V4(me.ipv4), Some("kpbr0"), "10.96.0.10:80", Protocol::Tcp),
+        (lab.client(), outside, Some("eth0"), "198.51.100.20:443", Protocol::Tcp),
+        (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "198.51.100.20:443", Protocol::Tcp),
+        (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.53:53", Protocol::Udp),
+        (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.30:80", Protocol::Tcp),
+    ];
+    let endpoint_of = |backend: &str, v6: bool| -> std::net::SocketAddr {
+        let p = lab.pod(backend);
+        let ip = if v6 { IpAddr::V6(p.ipv6) } else { IpAddr::V4(p.ipv4) };
+        std::net::SocketAddr::new(ip, PORT)
+    };
+    for (ns, source, iif, to, protocol) in cases {
+        let mut traced = lab.trace_in("iptables", source, to, protocol, iif);
+        let expected_drop = traced == [kproxy_nftables::trace::Fate::Drop];
+        let tries = if expected_drop { 1 } else { 30 };
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..tries {
+            let dest: std::net::SocketAddr = to.parse().unwrap();
+            let result = match expected_drop {
+                true => Outcome::from(kproxy_sandbox::tcp_request(ns, dest, None, DROP_WAIT)),
+                false => lab.request(ns, to, protocol, None),
+            };
+            use kproxy_nftables::trace::Fate;
+            seen.insert(match result {
+                Outcome::Answered { backend, peer } => {
+                    Fate::Dnat { endpoint: endpoint_of(&backend, dest.is_ipv6()), masquerade: peer != source }
+                }
+                Outcome::Refused => Fate::Reject,
+                Outcome::TimedOut => Fate::Drop,
+                Outcome::Failed(e) => panic!("{to}: {e}"),
+            });
+        }
+        let mut seen: Vec<_> = seen.into_iter().collect();
+        if source == node_ip {
+            // The node masqueraded to its own address looks unmasqueraded.
+            for fate in seen.iter_mut().chain(traced.iter_mut()) {
+                if let kproxy_nftables::trace::Fate::Dnat { masquerade, .. } = fate {
+                    *masquerade = false;
+                }
+            }
+            seen.dedup();
+            traced.dedup();
+        }
+        assert_eq!(seen, traced, "{source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}");
+    }
+}
+on_both_backends!(
+    trace_agrees,
+    kproxy_trace_agrees_with_what_the_kernel_did_legacy,
+    kproxy_trace_agrees_with_what_the_kernel_did_nft
+);

@@ -306,6 +306,11 @@ impl Lab {
     /// What kproxy's own tracer says about a connection, planned from the
     /// same manifests and flags kproxy runs with.
     pub fn trace(&self, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
+        self.trace_in("nftables", from, to, protocol, iif)
+    }
+
+    /// [`Lab::trace`] through the plan of `mode` (`nftables` or `iptables`).
+    pub fn trace_in(&self, mode: &str, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
         let to: SocketAddr = to.parse().expect("an address");
         let mut folder = Folder::new(&self.manifests()).expect("the folder");
         let reload = folder.reload().expect("reading the folder");
@@ -325,7 +330,6 @@ impl Lab {
             ..PlanConfig::default()
         };
         let family = IpFamily::of(&to.ip());
-        let table = kproxy_nftables::table(builder.state(), family, &config);
         let node = &self.topo.node;
         let local_addresses = vec![
             IpAddr::V4(node.ipv4),
@@ -341,6 +345,12 @@ impl Lab {
             iif: iif.map(str::to_owned),
             local_addresses,
         };
+        if mode == "iptables" {
+            let config = kproxy_iptables::PlanConfig { local_detector: config.local_detector, ..Default::default() };
+            let planned = kproxy_iptables::plan(builder.state(), family, &config, None);
+            return kproxy_iptables::trace::trace(&planned, &packet).expect("a traceable plan").fates();
+        }
+        let table = kproxy_nftables::table(builder.state(), family, &config);
         kproxy_nftables::trace::trace(&table, family, &packet).fates()
     }
 }

@@ -111,10 +111,16 @@ pub async fn measure(spec: Spec, backend: IptablesBackend, changes: usize) -> an
         times.changes_s.push(start.elapsed().as_secs_f64());
         anyhow::ensure!(changed.service_ports.len() == 1, "a change touched {} ports", changed.service_ports.len());
 
+        // The same planning and rendering the sync did for IPv4, timed
+        // again: how much of a change is the planner's whole-ruleset pass.
+        let again = Instant::now();
         let planned = plan(builder.state(), IpFamily::V4, &config.plan, Some(&applied));
+        let text = planned.payload.render();
+        times.change_plan_s.push(again.elapsed().as_secs_f64());
         anyhow::ensure!(!planned.full, "the change was planned as a full sync");
         let own = own_chains(before.iter().chain(&ports_of(&builder, &service)));
         let change = shape(&planned.payload, &own);
+        debug_assert_eq!(change.bytes, text.len());
         check_bytes(&report.summary, change.bytes)?;
         anyhow::ensure!(
             change.foreign == 0,

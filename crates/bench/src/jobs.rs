@@ -100,6 +100,10 @@ pub struct SyncTimes {
     pub cold_payload: Option<PayloadShape>,
     #[serde(default)]
     pub change_payloads: Vec<PayloadShape>,
+    /// For iptables jobs: each change's IPv4 plan and render, timed again
+    /// outside the change.
+    #[serde(default)]
+    pub change_plan_s: Vec<f64>,
 }
 
 /// A runner under a stream of changes.

@@ -253,7 +253,9 @@ fn iptables(out: &mut String, r: &Results) {
          is checked against the dataplane's own summary) and its declared chains are sorted into the changed \
          service's chains, dispatch chains (every chain that is not per-service: KUBE-SERVICES, KUBE-NODEPORTS, \
          KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL, ...) and other services' per-service chains, which a run \
-         refuses to have. Byte and chain counts are per change, pooled over runs.\n",
+         refuses to have. Byte and chain counts are per change, pooled over runs. \"plan part\" is that re-planning \
+         and rendering, timed: the planner computes the whole ruleset on every sync (as upstream does) and sends \
+         only what changed.\n",
         section.started,
         if section.source.is_empty() { "an unrecorded commit" } else { &section.source },
         section.duration_s,
@@ -261,21 +263,22 @@ fn iptables(out: &mut String, r: &Results) {
     );
     let _ = writeln!(
         out,
-        "| backend | services | cold | n | one-service change | n | change / nftables change | cold payload | \
-         change payload | chains per change: all (this service's + dispatch) | other services' chains |\n\
-         | --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | --- | ---: |"
+        "| backend | services | cold | n | one-service change | n | change: plan part | change / nftables change | \
+         cold payload | change payload | chains per change: all (this service's + dispatch) | other services' chains |\n\
+         | --- | ---: | --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- | ---: |"
     );
     for row in &section.rows {
         let nft = r.sizes.iter().find(|s| s.services == row.services).and_then(|s| s.change);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({} + {}) | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({} + {}) | {} |",
             row.backend,
             count(row.services),
             times(row.cold),
             n(row.cold),
             times(row.change),
             n(row.change),
+            times(row.change_plan),
             times_ratio(ratio(row.change, nft)),
             row.cold_bytes.map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
             spread(row.change_bytes, 0, " B"),
@@ -686,7 +689,7 @@ mod tests {
         let text = markdown(&Results { sizes: vec![nft], iptables: Some(section), ..Results::default() }, "p.svg");
         assert!(
             text.contains(
-                "| legacy | 10k | 2.50 s [2.00-3.00 s] | 2 | 200.0 ms | 1 | 20x | 12.3 MB | 1000 B [900-1100] | 3 (3 + 0) | 0 |"
+                "| legacy | 10k | 2.50 s [2.00-3.00 s] | 2 | 200.0 ms | 1 | - | 20x | 12.3 MB | 1000 B [900-1100] | 3 (3 + 0) | 0 |"
             ),
             "{text}"
         );

@@ -85,6 +85,9 @@ pub struct IptablesResult {
     pub build: Option<Summary>,
     pub cold: Option<Summary>,
     pub change: Option<Summary>,
+    /// Each change's IPv4 plan and render, timed again outside the change.
+    #[serde(default)]
+    pub change_plan: Option<Summary>,
     /// The cold sync's IPv4 payload.
     pub cold_bytes: Option<usize>,
     pub cold_chains: Option<usize>,

@@ -229,6 +229,7 @@ fn iptables_row(backend: IptablesBackend, services: usize, runs: &[SyncTimes]) -
         build: each(runs, |r| Some(r.build_s)),
         cold: each(runs, |r| Some(r.cold_s)),
         change: pooled(runs, |r| &r.changes_s),
+        change_plan: pooled(runs, |r| &r.change_plan_s),
         cold_bytes: cold.map(|p| p.bytes),
         cold_chains: cold.map(|p| p.chains),
         change_bytes: of(|p| p.bytes),

@@ -255,7 +255,8 @@ fn iptables(out: &mut String, r: &Results) {
          KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL, ...) and other services' per-service chains, which a run \
          refuses to have. Byte and chain counts are per change, pooled over runs. \"plan part\" is that re-planning \
          and rendering, timed: the planner computes the whole ruleset on every sync (as upstream does) and sends \
-         only what changed.\n",
+         only what changed. Not run at 100k services: `iptables-restore` rewrites a whole table on every commit \
+         on the legacy backend, so each change there grows with the table.\n",
         section.started,
         if section.source.is_empty() { "an unrecorded commit" } else { &section.source },
         section.duration_s,

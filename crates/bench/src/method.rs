@@ -18,7 +18,8 @@ change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/ben
 `--only userspace` measures kproxy's userspace mode against HAProxy alone and rewrites this file from
 `target/bench/results.json`, replacing that section and the targets it feeds; every other section stays as the
 last full run measured it; `--only iptables` does the same for the iptables mode. `--quick` leaves the
-iptables mode out (it needs `iptables-legacy-restore` and `iptables-nft-restore`). The full run (not `--quick`) installs `haproxy` and `wrk` with apt when missing.
+iptables mode out (it needs `iptables-legacy-restore` and `iptables-nft-restore`). The full run (not
+`--quick`) installs `haproxy` and `wrk` with apt when missing.
 
 ## Method
 

@@ -2,8 +2,8 @@
 //! JOB`) that the harness starts inside a fresh network namespace.
 //!
 //! The whole worker process lives in the namespace (it joins it before
-//! exec), so whatever the dataplane does - `nft` children today, netlink
-//! sockets on any thread tomorrow - lands there. A worker refuses to run in
+//! exec), so whatever the dataplane does - `nft` or `iptables-restore`
+//! children, netlink sockets on any thread - lands there. A worker refuses to run in
 //! the namespace the harness started in ([`HOST_NETNS_ENV`]).
 
 use std::net::Ipv4Addr;
@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::iptables::{IptablesBackend, PayloadShape};
 use crate::workload::Spec;
-use crate::{floor, kube, latency, process, sync, userspace};
+use crate::{floor, iptables, kube, latency, process, sync, userspace};
 
 /// Set by the harness to the `dev:inode` of its own network namespace.
 pub const HOST_NETNS_ENV: &str = "KPROXY_BENCH_HOST_NETNS";
@@ -38,6 +39,8 @@ pub enum Job {
     Text { services: usize, endpoints: usize, changes: usize },
     /// The same workload in upstream kube-proxy's layout, with `nft -f`.
     Upstream { services: usize, endpoints: usize, changes: usize },
+    /// The same through `kproxy_dataplane::Iptables` on one backend.
+    Iptables { backend: IptablesBackend, services: usize, endpoints: usize, changes: usize },
     /// A real runner fed `rate` endpoint changes per second.
     Latency { services: usize, endpoints: usize, rate: u32, seconds: f64, min_sync_ms: u64 },
     /// One-element transactions on a tiny table: the kernel's floor.
@@ -61,6 +64,7 @@ impl Job {
             }
             Job::Text { services, .. } => format!("nft -f kproxy text, {services} services"),
             Job::Upstream { services, .. } => format!("nft -f upstream layout, {services} services"),
+            Job::Iptables { backend, services, .. } => format!("iptables ({}), {services} services", backend.as_str()),
             Job::Latency { services, rate, .. } => format!("latency, {services} services, {rate} changes/s"),
             Job::Kproxy { idle, .. } => format!("kproxy run{}", if *idle { " (idle)" } else { " --once" }),
             Job::Floor { .. } => "one-element transactions".into(),
@@ -91,6 +95,15 @@ pub struct SyncTimes {
     /// This worker's `VmRSS` once the state is built, and after the cold sync.
     pub rss_built_kib: Option<u64>,
     pub rss_synced_kib: Option<u64>,
+    /// For iptables jobs: what the cold sync and each change sent (IPv4).
+    #[serde(default)]
+    pub cold_payload: Option<PayloadShape>,
+    #[serde(default)]
+    pub change_payloads: Vec<PayloadShape>,
+    /// For iptables jobs: each change's IPv4 plan and render, timed again
+    /// outside the change.
+    #[serde(default)]
+    pub change_plan_s: Vec<f64>,
 }
 
 /// A runner under a stream of changes.
@@ -166,6 +179,9 @@ pub fn work(job: &str) -> anyhow::Result<()> {
         }
         Job::Upstream { services, endpoints, changes } => {
             Outcome::Sync(runtime.block_on(sync::upstream(Spec::new(services, endpoints), changes))?)
+        }
+        Job::Iptables { backend, services, endpoints, changes } => {
+            Outcome::Sync(runtime.block_on(iptables::measure(Spec::new(services, endpoints), backend, changes))?)
         }
         Job::Latency { services, endpoints, rate, seconds, min_sync_ms } => {
             let spec = Spec::new(services, endpoints);

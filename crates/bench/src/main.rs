@@ -1,10 +1,12 @@
 //! `kproxy-bench`: scale and latency benchmarks of kproxy's nftables mode,
-//! and of its userspace mode against HAProxy.
+//! of its iptables mode on both backends, and of its userspace mode against
+//! HAProxy.
 //!
 //! `kproxy-bench run` measures cold syncs, one-service changes, the real
 //! binary's memory, network-programming latency under a stream of changes
 //! and first-packet latency through the kernel, compares with `nft -f` and
-//! with upstream kube-proxy's layout, compares the userspace mode with
+//! with upstream kube-proxy's layout, measures the iptables mode's cold
+//! syncs and one-service changes (legacy and nft; not in `--quick`), compares the userspace mode with
 //! HAProxy (throughput, latency, memory per idle connection; not in
 //! `--quick`), and writes BENCHMARKS.md with a plot. Every nftables load and
 //! every packet happens inside `kp-` network namespaces this process creates
@@ -15,6 +17,7 @@
 mod backend;
 mod floor;
 mod harness;
+mod iptables;
 mod jobs;
 mod kube;
 mod latency;
@@ -116,6 +119,8 @@ enum Command {
 enum Part {
     /// kproxy's userspace mode against HAProxy.
     Userspace,
+    /// The iptables mode's cold sync and one-service changes, both backends.
+    Iptables,
 }
 
 fn main() -> ExitCode {
@@ -126,7 +131,7 @@ fn main() -> ExitCode {
             let tools = Tools { haproxy, wrk };
             match only {
                 None => run(quick, &kproxy, &workdir, source, &tools, &outputs),
-                Some(Part::Userspace) => run_userspace(&kproxy, &workdir, source, &tools, &outputs),
+                Some(part) => run_only(part, &kproxy, &workdir, source, &tools, &outputs),
             }
         }
         Command::Report { json, out, plot } => report_again(&json, &out, &plot),
@@ -209,10 +214,11 @@ fn run(
     Ok(guard(&results))
 }
 
-/// `--only userspace`: measures the comparison, replaces it in the last
-/// run's JSON (or in an empty run when there is none) and rewrites the
-/// report from that.
-fn run_userspace(
+/// `--only PART`: measures that part, replaces it in the last run's JSON
+/// (or in an empty run when there is none) and rewrites the report from
+/// that.
+fn run_only(
+    part: Part,
     kproxy: &Path,
     workdir: &Path,
     source: String,
@@ -223,14 +229,24 @@ fn run_userspace(
     let mut results = match std::fs::read_to_string(&outputs.json) {
         Ok(text) => serde_json::from_str(&text).with_context(|| format!("parsing {}", outputs.json.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("==> no {}: the report will have only the userspace section", outputs.json.display());
+            eprintln!("==> no {}: the report will have only the {part:?} section", outputs.json.display());
             Results { machine: machine::Machine::read(), started: now(), source: source.clone(), ..Results::default() }
         }
         Err(e) => return Err(e).with_context(|| format!("reading {}", outputs.json.display())),
     };
     let harness = Harness::new(5, Duration::from_secs(100), Duration::from_secs(600))?;
-    let plan = userspace::Plan::new(tools.haproxy.clone(), tools.wrk.clone());
-    results.userspace = Some(userspace::collect(&harness, &plan, &kproxy, &workdir, &source));
+    match part {
+        Part::Userspace => {
+            let plan = userspace::Plan::new(tools.haproxy.clone(), tools.wrk.clone());
+            results.userspace = Some(userspace::collect(&harness, &plan, &kproxy, &workdir, &source));
+        }
+        Part::Iptables => {
+            let plan = Plan::new(false);
+            let section =
+                scenarios::iptables(&harness, &plan.iptables_sizes, plan.endpoints, plan.changes_per_run, &source);
+            results.iptables = Some(section);
+        }
+    }
     write_outputs(&results, &outputs.out, &outputs.plot, &outputs.json)?;
     print_summary(&results);
     Ok(ExitCode::SUCCESS)

@@ -84,6 +84,7 @@ pub fn markdown(r: &Results, plot: &str) -> String {
     let _ = writeln!(out, "\n![sync time and first-packet latency versus number of services]({plot})\n");
     syncs(&mut out, r);
     comparisons(&mut out, r);
+    iptables(&mut out, r);
     memory(&mut out, r);
     latency(&mut out, r);
     packets(&mut out, r);
@@ -230,6 +231,66 @@ fn comparisons(out: &mut String, r: &Results) {
             times_ratio(ratio(up.and_then(|u| u.change), s.change)),
             times_ratio(ratio(up.and_then(|u| u.change), s.text_change)),
         );
+    }
+}
+
+fn iptables(out: &mut String, r: &Results) {
+    let _ = writeln!(out, "\n## iptables mode\n");
+    let Some(section) = &r.iptables else {
+        let _ = writeln!(out, "Not measured in this run (`scripts/bench --only iptables` measures it).");
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "Through `kproxy_dataplane::Iptables` (the `Dataplane` trait), the backend fixed to legacy or nft, on the \
+         same workload, in a fresh network namespace per run; measured on {} from {} ({:.0} s), {} one-service \
+         changes per run. \"Cold\" is the first `SyncKind::Full` sync: both families' `iptables-restore --noflush`, \
+         the canary chain, the jump rules from the built-in chains and the UDP conntrack cleanup. A change (one \
+         endpoint of one TCP ClusterIP service replaced, as for the nftables mode) is timed from the event \
+         reaching the state builder to the `SyncKind::Partial` sync returning: the canary checks and one \
+         `iptables-restore --noflush` of only the chains whose rules changed. Each change's IPv4 payload is \
+         re-planned outside the timed window (`kproxy_iptables::plan` against the same previous state; its size \
+         is checked against the dataplane's own summary) and its declared chains are sorted into the changed \
+         service's chains, dispatch chains (every chain that is not per-service: KUBE-SERVICES, KUBE-NODEPORTS, \
+         KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL, ...) and other services' per-service chains, which a run \
+         refuses to have. Byte and chain counts are per change, pooled over runs. \"plan part\" is that re-planning \
+         and rendering, timed: the planner computes the whole ruleset on every sync (as upstream does) and sends \
+         only what changed. Not run at 100k services: `iptables-restore` rewrites a whole table on every commit \
+         on the legacy backend, so each change there grows with the table.\n",
+        section.started,
+        if section.source.is_empty() { "an unrecorded commit" } else { &section.source },
+        section.duration_s,
+        section.changes_per_run,
+    );
+    let _ = writeln!(
+        out,
+        "| backend | services | cold | n | one-service change | n | change: plan part | change / nftables change | \
+         cold payload | change payload | chains per change: all (this service's + dispatch) | other services' chains |\n\
+         | --- | ---: | --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- | ---: |"
+    );
+    for row in &section.rows {
+        let nft = r.sizes.iter().find(|s| s.services == row.services).and_then(|s| s.change);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({} + {}) | {} |",
+            row.backend,
+            count(row.services),
+            times(row.cold),
+            n(row.cold),
+            times(row.change),
+            n(row.change),
+            times(row.change_plan),
+            times_ratio(ratio(row.change, nft)),
+            row.cold_bytes.map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+            spread(row.change_bytes, 0, " B"),
+            spread(row.change_chains, 0, ""),
+            spread(row.change_own, 0, ""),
+            spread(row.change_dispatch, 0, ""),
+            row.foreign_chains,
+        );
+    }
+    for note in &section.notes {
+        let _ = writeln!(out, "\n- {}", note.replace('\n', " "));
     }
 }
 
@@ -563,7 +624,7 @@ fn notes(out: &mut String, r: &Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::IdleConnectionsResult;
+    use crate::results::{IdleConnectionsResult, IptablesResult, IptablesSection, SizeResult};
 
     fn load(proxy: Proxy, rps: &[f64], p99: &[f64]) -> LoadResult {
         LoadResult {
@@ -606,5 +667,32 @@ mod tests {
         assert!(text.contains("| **kproxy / HAProxy** | | - | 6.00x; per run 6.05x [6.00-6.10] |"), "{text}");
         assert!(text.contains("fell on both sides of 1 for keep-alive requests/s (0.90x-1.10x):"), "{text}");
         assert!(!text.contains("memory per idle connection (6.00x"), "{text}");
+    }
+
+    #[test]
+    fn the_iptables_section_sits_next_to_the_nftables_change() {
+        let none = markdown(&Results::default(), "plot.svg");
+        assert!(none.contains("## iptables mode\n\nNot measured in this run"), "{none}");
+        let row = IptablesResult {
+            backend: "legacy".into(),
+            services: 10_000,
+            cold: Summary::of(&[2.0, 3.0]),
+            change: Summary::of(&[0.2]),
+            cold_bytes: Some(12_300_000),
+            change_bytes: Summary::of(&[900.0, 1000.0, 1100.0]),
+            change_chains: Summary::of(&[3.0]),
+            change_own: Summary::of(&[3.0]),
+            change_dispatch: Summary::of(&[0.0]),
+            ..IptablesResult::default()
+        };
+        let nft = SizeResult { services: 10_000, change: Summary::of(&[0.01]), ..SizeResult::default() };
+        let section = IptablesSection { rows: vec![row], changes_per_run: 5, ..IptablesSection::default() };
+        let text = markdown(&Results { sizes: vec![nft], iptables: Some(section), ..Results::default() }, "p.svg");
+        assert!(
+            text.contains(
+                "| legacy | 10k | 2.50 s [2.00-3.00 s] | 2 | 200.0 ms | 1 | - | 20x | 12.3 MB | 1000 B [900-1100] | 3 (3 + 0) | 0 |"
+            ),
+            "{text}"
+        );
     }
 }

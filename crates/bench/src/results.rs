@@ -32,6 +32,9 @@ pub struct Results {
     /// The userspace mode against HAProxy (full runs and `--only userspace`).
     #[serde(default)]
     pub userspace: Option<UserspaceResult>,
+    /// The iptables mode on both backends (full runs and `--only iptables`).
+    #[serde(default)]
+    pub iptables: Option<IptablesSection>,
     /// What was skipped or failed, in words.
     pub notes: Vec<String>,
 }
@@ -58,6 +61,45 @@ pub struct SizeResult {
     /// The worker's RSS with the state built, and after the cold sync.
     pub rss_built_mib: Option<Summary>,
     pub rss_synced_mib: Option<Summary>,
+    pub detail: Vec<String>,
+}
+
+/// The iptables mode: when and from what it was measured (`--only
+/// iptables` measures it apart from the rest), and its rows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct IptablesSection {
+    pub started: String,
+    pub source: String,
+    pub duration_s: f64,
+    pub changes_per_run: usize,
+    pub rows: Vec<IptablesResult>,
+    pub notes: Vec<String>,
+}
+
+/// Cold sync and one-service changes through `Iptables`, one backend, one size.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct IptablesResult {
+    /// `legacy` or `nft`.
+    pub backend: String,
+    pub services: usize,
+    pub build: Option<Summary>,
+    pub cold: Option<Summary>,
+    pub change: Option<Summary>,
+    /// Each change's IPv4 plan and render, timed again outside the change.
+    #[serde(default)]
+    pub change_plan: Option<Summary>,
+    /// The cold sync's IPv4 payload.
+    pub cold_bytes: Option<usize>,
+    pub cold_chains: Option<usize>,
+    /// Per change, pooled over runs: payload bytes, chains declared, and
+    /// which chains they were.
+    pub change_bytes: Option<Summary>,
+    pub change_chains: Option<Summary>,
+    pub change_own: Option<Summary>,
+    pub change_dispatch: Option<Summary>,
+    /// Other services' per-service chains declared, summed over every
+    /// change of every run: must be 0.
+    pub foreign_chains: usize,
     pub detail: Vec<String>,
 }
 

@@ -7,15 +7,22 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::harness::Harness;
+use crate::iptables::{IptablesBackend, PayloadShape};
 use crate::jobs::{Job, Latencies, Outcome, ProcessStats, SyncTimes};
 use crate::results::{
-    FloorResult, IdleResult, LatencyResult, PacketResult, ProcessResult, Results, SizeResult, UpstreamResult,
+    FloorResult, IdleResult, IptablesResult, IptablesSection, LatencyResult, PacketResult, ProcessResult, Results,
+    SizeResult, UpstreamResult,
 };
 use crate::stats::{Summary, quantile};
 use crate::workload::Spec;
 use crate::{packet, userspace};
 
 const MIB: f64 = 1024.0;
+
+/// The iptables mode's sizes. Not 100k: legacy `iptables-restore` rewrites
+/// the whole table on every commit, so 100k services' changes would take
+/// longer than the rest of the run.
+pub const IPTABLES_SIZES: [usize; 2] = [1000, 10_000];
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -25,6 +32,8 @@ pub struct Plan {
     pub changes_per_run: usize,
     pub upstream_sizes: Vec<usize>,
     pub upstream_changes: usize,
+    /// The iptables mode's sizes (both backends); none in `--quick`.
+    pub iptables_sizes: Vec<usize>,
     pub process_sizes: Vec<usize>,
     pub idle_services: usize,
     pub latency_services: usize,
@@ -54,6 +63,7 @@ impl Plan {
             changes_per_run: 5,
             upstream_sizes,
             upstream_changes: 3,
+            iptables_sizes: if quick { Vec::new() } else { IPTABLES_SIZES.to_vec() },
             idle_services: 10_000,
             latency_services: 10_000,
             latency_rate: 100,
@@ -78,6 +88,10 @@ pub fn collect(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path, re
             Ok(row) => results.upstream.push(row),
             Err(e) => results.notes.push(format!("upstream layout at {n} services failed: {e:#}")),
         }
+    }
+    if !plan.iptables_sizes.is_empty() {
+        let section = iptables(harness, &plan.iptables_sizes, plan.endpoints, plan.changes_per_run, &results.source);
+        results.iptables = Some(section);
     }
     for &n in &plan.process_sizes {
         match process(harness, plan, n, kproxy, workdir) {
@@ -180,6 +194,51 @@ fn upstream(harness: &Harness, plan: &Plan, n: usize) -> anyhow::Result<Upstream
         script_bytes: run.script_bytes,
         detail: run.detail,
     })
+}
+
+/// The iptables mode at each size, legacy then nft; a failed cell becomes
+/// a note of the section.
+pub fn iptables(harness: &Harness, sizes: &[usize], endpoints: usize, changes: usize, source: &str) -> IptablesSection {
+    let start = std::time::Instant::now();
+    let mut section = IptablesSection {
+        started: crate::now(),
+        source: source.to_owned(),
+        changes_per_run: changes,
+        ..IptablesSection::default()
+    };
+    for &services in sizes {
+        for backend in IptablesBackend::ALL {
+            let job = Job::Iptables { backend, services, endpoints, changes };
+            match harness.repeat(&job.label(), 1, || sync_times(harness, &job)) {
+                Ok(runs) => section.rows.push(iptables_row(backend, services, &runs)),
+                Err(e) => section.notes.push(format!("{} failed: {e:#}", job.label())),
+            }
+        }
+    }
+    section.duration_s = start.elapsed().as_secs_f64();
+    section
+}
+
+fn iptables_row(backend: IptablesBackend, services: usize, runs: &[SyncTimes]) -> IptablesResult {
+    let shapes = || runs.iter().flat_map(|r| &r.change_payloads);
+    let of = |f: fn(&PayloadShape) -> usize| Summary::of(&shapes().map(|p| f(p) as f64).collect::<Vec<_>>());
+    let cold = runs.last().and_then(|r| r.cold_payload.as_ref());
+    IptablesResult {
+        backend: backend.as_str().to_owned(),
+        services,
+        build: each(runs, |r| Some(r.build_s)),
+        cold: each(runs, |r| Some(r.cold_s)),
+        change: pooled(runs, |r| &r.changes_s),
+        change_plan: pooled(runs, |r| &r.change_plan_s),
+        cold_bytes: cold.map(|p| p.bytes),
+        cold_chains: cold.map(|p| p.chains),
+        change_bytes: of(|p| p.bytes),
+        change_chains: of(|p| p.chains),
+        change_own: of(|p| p.own),
+        change_dispatch: of(|p| p.dispatch),
+        foreign_chains: shapes().map(|p| p.foreign).sum(),
+        detail: runs.last().map(|r| r.detail.clone()).unwrap_or_default(),
+    }
 }
 
 /// The workload as a manifest folder, written once per size.

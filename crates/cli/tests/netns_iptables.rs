@@ -386,7 +386,7 @@ fn trace_agrees(backend: &str) {
     lab.eventually("web", || answers(&lab, &pod.ns, "10.96.0.10:80", Protocol::Tcp));
     let node_ip = IpAddr::V4(lab.topo.node.ipv4);
     let outside = ip("192.168.77.100");
-    let cases: Vec<(&kproxy_sandbox::Netns, IpAddr, Option<&str>, &str, Protocol)> = vec![
+    let cases: Vec<TraceCase<'_>> = vec![
         (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.10:80", Protocol::Tcp),
         (&pod.ns, IpAddr::V6(pod.ipv6), Some("kpbr0"), "[fd00:96::10]:80", Protocol::Tcp),
         (lab.client(), outside, Some("eth0"), "10.96.0.10:80", Protocol::Tcp),
@@ -399,45 +399,7 @@ fn trace_agrees(backend: &str) {
         (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.53:53", Protocol::Udp),
         (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.30:80", Protocol::Tcp),
     ];
-    let endpoint_of = |backend: &str, v6: bool| -> std::net::SocketAddr {
-        let p = lab.pod(backend);
-        let ip = if v6 { IpAddr::V6(p.ipv6) } else { IpAddr::V4(p.ipv4) };
-        std::net::SocketAddr::new(ip, PORT)
-    };
-    for (ns, source, iif, to, protocol) in cases {
-        let mut traced = lab.trace_in("iptables", source, to, protocol, iif);
-        let expected_drop = traced == [kproxy_nftables::trace::Fate::Drop];
-        let tries = if expected_drop { 1 } else { 30 };
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..tries {
-            let dest: std::net::SocketAddr = to.parse().unwrap();
-            let result = match expected_drop {
-                true => Outcome::from(kproxy_sandbox::tcp_request(ns, dest, None, DROP_WAIT)),
-                false => lab.request(ns, to, protocol, None),
-            };
-            use kproxy_nftables::trace::Fate;
-            seen.insert(match result {
-                Outcome::Answered { backend, peer } => {
-                    Fate::Dnat { endpoint: endpoint_of(&backend, dest.is_ipv6()), masquerade: peer != source }
-                }
-                Outcome::Refused => Fate::Reject,
-                Outcome::TimedOut => Fate::Drop,
-                Outcome::Failed(e) => panic!("{to}: {e}"),
-            });
-        }
-        let mut seen: Vec<_> = seen.into_iter().collect();
-        if source == node_ip {
-            // The node masqueraded to its own address looks unmasqueraded.
-            for fate in seen.iter_mut().chain(traced.iter_mut()) {
-                if let kproxy_nftables::trace::Fate::Dnat { masquerade, .. } = fate {
-                    *masquerade = false;
-                }
-            }
-            seen.dedup();
-            traced.dedup();
-        }
-        assert_eq!(seen, traced, "{source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}");
-    }
+    lab.assert_traces_match_the_kernel("iptables", &cases);
 }
 on_both_backends!(
     trace_agrees,

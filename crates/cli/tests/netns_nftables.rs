@@ -349,7 +349,7 @@ fn kproxy_trace_agrees_with_what_the_kernel_did() {
     lab.eventually("web", || answers(&lab, &pod.ns, "10.96.0.10:80", Protocol::Tcp));
     let node_ip = IpAddr::V4(lab.topo.node.ipv4);
     let outside = ip("192.168.77.100");
-    let cases: Vec<(&kproxy_sandbox::Netns, IpAddr, Option<&str>, &str, Protocol)> = vec![
+    let cases: Vec<TraceCase<'_>> = vec![
         (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.10:80", Protocol::Tcp),
         (&pod.ns, IpAddr::V6(pod.ipv6), Some("kpbr0"), "[fd00:96::10]:80", Protocol::Tcp),
         (lab.client(), outside, Some("eth0"), "10.96.0.10:80", Protocol::Tcp),
@@ -364,46 +364,7 @@ fn kproxy_trace_agrees_with_what_the_kernel_did() {
         (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.10:81", Protocol::Tcp),
         (&pod.ns, IpAddr::V4(pod.ipv4), Some("kpbr0"), "10.96.0.99:80", Protocol::Tcp),
     ];
-    let endpoint_of = |backend: &str, v6: bool| -> std::net::SocketAddr {
-        let p = lab.pod(backend);
-        let ip = if v6 { IpAddr::V6(p.ipv6) } else { IpAddr::V4(p.ipv4) };
-        std::net::SocketAddr::new(ip, PORT)
-    };
-    for (ns, source, iif, to, protocol) in cases {
-        let traced = lab.trace(source, to, protocol, iif);
-        let expected_drop = traced == [Fate::Drop];
-        let tries = if expected_drop { 1 } else { 30 };
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..tries {
-            let dest: std::net::SocketAddr = to.parse().unwrap();
-            let result = match expected_drop {
-                true => Outcome::from(kproxy_sandbox::tcp_request(ns, dest, None, DROP_WAIT)),
-                false => lab.request(ns, to, protocol, None),
-            };
-            seen.insert(match result {
-                Outcome::Answered { backend, peer } => {
-                    Fate::Dnat { endpoint: endpoint_of(&backend, dest.is_ipv6()), masquerade: peer != source }
-                }
-                Outcome::Refused => Fate::Reject,
-                Outcome::TimedOut => Fate::Drop,
-                Outcome::Failed(e) => panic!("{to}: {e}"),
-            });
-        }
-        let mut seen: Vec<Fate> = seen.into_iter().collect();
-        let mut traced = traced;
-        if source == node_ip {
-            // The node masqueraded to its own address looks unmasqueraded
-            // from the backend: compare the endpoints only.
-            for fate in seen.iter_mut().chain(traced.iter_mut()) {
-                if let Fate::Dnat { masquerade, .. } = fate {
-                    *masquerade = false;
-                }
-            }
-            seen.dedup();
-            traced.dedup();
-        }
-        assert_eq!(seen, traced, "{source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}");
-    }
+    lab.assert_traces_match_the_kernel("nftables", &cases);
 }
 
 #[test]

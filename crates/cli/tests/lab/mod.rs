@@ -355,6 +355,62 @@ impl Lab {
     }
 }
 
+/// One probe of [`Lab::assert_traces_match_the_kernel`]: from this
+/// namespace, with this source address and input interface (`None`: the
+/// node itself), to this frontend.
+pub type TraceCase<'a> = (&'a Netns, IpAddr, Option<&'a str>, &'a str, Protocol);
+
+impl Lab {
+    /// For each case, every endpoint the kernel reached (with masquerade
+    /// yes or no) must be exactly what the `mode`'s tracer says; a refusal
+    /// must be a traced REJECT, a silence a traced DROP.
+    pub fn assert_traces_match_the_kernel(&self, mode: &str, cases: &[TraceCase<'_>]) {
+        let node_ip = IpAddr::V4(self.topo.node.ipv4);
+        let endpoint_of = |backend: &str, v6: bool| -> SocketAddr {
+            let p = self.pod(backend);
+            let ip = if v6 { IpAddr::V6(p.ipv6) } else { IpAddr::V4(p.ipv4) };
+            SocketAddr::new(ip, PORT)
+        };
+        for &(ns, source, iif, to, protocol) in cases {
+            let mut traced = self.trace_in(mode, source, to, protocol, iif);
+            let expected_drop = traced == [Fate::Drop];
+            let tries = if expected_drop { 1 } else { 30 };
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..tries {
+                let dest: SocketAddr = to.parse().expect("an address");
+                let result = match expected_drop {
+                    true => Outcome::from(kproxy_sandbox::tcp_request(ns, dest, None, DROP_WAIT)),
+                    false => self.request(ns, to, protocol, None),
+                };
+                seen.insert(match result {
+                    Outcome::Answered { backend, peer } => {
+                        Fate::Dnat { endpoint: endpoint_of(&backend, dest.is_ipv6()), masquerade: peer != source }
+                    }
+                    Outcome::Refused => Fate::Reject,
+                    Outcome::TimedOut => Fate::Drop,
+                    Outcome::Failed(e) => panic!("{to}: {e}"),
+                });
+            }
+            let mut seen: Vec<Fate> = seen.into_iter().collect();
+            if source == node_ip {
+                // The node masqueraded to its own address looks
+                // unmasqueraded from the backend: compare the endpoints only.
+                for fate in seen.iter_mut().chain(traced.iter_mut()) {
+                    if let Fate::Dnat { masquerade, .. } = fate {
+                        *masquerade = false;
+                    }
+                }
+                seen.dedup();
+                traced.dedup();
+            }
+            assert_eq!(
+                seen, traced,
+                "{mode}: {source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}"
+            );
+        }
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         if std::thread::panicking() {

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use kproxy_model::{FrontendKind, IpFamily, IpNet, ProxyState, ServicePort, ServicePortName, TrafficPolicy};
 use kproxy_nftables::ast::{Atom, CtState, Data, Field, Match, Rule, Stmt, Verdict, frontend_key};
-use kproxy_nftables::{BaseChain, Chain, ChainType, Element, Hook, LocalDetector, Op, SetData, SetDef, Table};
+use kproxy_nftables::{BaseChain, Chain, ChainType, Element, Hook, Op, SetData, SetDef, Table, from_pods};
 
 use crate::types::{Plan, ServerKey};
 
@@ -268,16 +268,6 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
             ],
         ),
     ]
-}
-
-/// Matches traffic from (or, negated, not from) this cluster's pods.
-fn from_pods(detector: &LocalDetector, negate: bool) -> Option<Match> {
-    match detector {
-        LocalDetector::None | LocalDetector::NodePodCidrs => None,
-        LocalDetector::Cidrs(nets) => Some(Match::SaddrIn { nets: nets.clone(), negate }),
-        LocalDetector::Interface(name) => Some(Match::Iifname { pattern: name.clone(), negate }),
-        LocalDetector::InterfacePrefix(prefix) => Some(Match::Iifname { pattern: format!("{prefix}*"), negate }),
-    }
 }
 
 fn sets() -> Vec<SetDef> {

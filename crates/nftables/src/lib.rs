@@ -22,6 +22,7 @@ mod port;
 pub mod render;
 pub mod trace;
 
+pub use base::from_pods;
 pub use config::{LocalDetector, PlanConfig};
 pub use objects::{BaseChain, Chain, ChainType, Element, Hook, SetData, SetDef, Table};
 pub use plan::{Applied, FamilyPlan, Op, Plan, Planned, plan, table};

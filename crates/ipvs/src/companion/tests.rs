@@ -150,7 +150,7 @@ fn an_unknown_table_is_replaced_whole_and_a_known_one_changes_by_elements() {
 fn in_cluster_clients_of_a_local_frontend_are_marked_for_its_mark_servers() {
     let remote = ep("10.244.2.10", false);
     let config = kproxy_nftables::PlanConfig {
-        local_detector: LocalDetector::Cidrs(vec!["10.244.0.0/16".parse().unwrap()]),
+        local_detector: kproxy_nftables::LocalDetector::Cidrs(vec!["10.244.0.0/16".parse().unwrap()]),
         ..Default::default()
     };
     let before = state([port("web", "10.96.0.10", vec![remote.clone()])]);

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use kproxy_dataplane::{Dataplane, Iptables, IptablesConfig, SyncKind, SyncRequest};
+use kproxy_dataplane::{Dataplane, Iptables, IptablesConfig, NFT_CHAINS_PER_RESTORE, SyncKind, SyncRequest};
 use kproxy_iptables::names::{PortChains, endpoint_chain, is_service_chain};
 use kproxy_iptables::{Applied, Payload, PlanConfig, plan};
 use kproxy_iptables_exec::{Backend, BackendChoice};
@@ -53,8 +53,11 @@ impl IptablesBackend {
 /// What one IPv4 payload declared (the workload has no IPv6 services).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PayloadShape {
-    /// The rendered `iptables-restore` input.
+    /// The rendered `iptables-restore` input (all restores).
     pub bytes: usize,
+    /// `iptables-restore` runs it took (the nft backend splits big payloads).
+    #[serde(default)]
+    pub restores: usize,
     /// Chains declared (`:CHAIN`) in both tables, deleted ones included.
     pub chains: usize,
     /// Of those, `-X` deletions.
@@ -87,8 +90,8 @@ pub async fn measure(spec: Spec, backend: IptablesBackend, changes: usize) -> an
     let report = iptables.sync(request).await.map_err(anyhow::Error::from_boxed).context("cold sync")?;
     let cold_s = start.elapsed().as_secs_f64();
     let cold = plan(builder.state(), IpFamily::V4, &config.plan, None);
-    let cold_shape = shape(&cold.payload, &BTreeSet::new());
-    check_bytes(&report.summary, cold_shape.bytes)?;
+    let cold_shape = shape(&cold.payload, &BTreeSet::new(), backend);
+    check_bytes(&report.summary, &cold_shape)?;
     let mut applied: Applied = cold.applied;
     let mut times = SyncTimes {
         build_s,
@@ -119,9 +122,9 @@ pub async fn measure(spec: Spec, backend: IptablesBackend, changes: usize) -> an
         times.change_plan_s.push(again.elapsed().as_secs_f64());
         anyhow::ensure!(!planned.full, "the change was planned as a full sync");
         let own = own_chains(before.iter().chain(&ports_of(&builder, &service)));
-        let change = shape(&planned.payload, &own);
-        debug_assert_eq!(change.bytes, text.len());
-        check_bytes(&report.summary, change.bytes)?;
+        let change = shape(&planned.payload, &own, backend);
+        debug_assert!(change.restores != 1 || change.bytes == text.len());
+        check_bytes(&report.summary, &change)?;
         anyhow::ensure!(
             change.foreign == 0,
             "change {k} to {service} declared {} other services' chains",
@@ -159,8 +162,14 @@ fn own_chains<'a>(ports: impl Iterator<Item = &'a Arc<ServicePort>>) -> BTreeSet
 
 /// Sorts what `payload` declares; per-service chains not in `own` are
 /// another service's.
-fn shape(payload: &Payload, own: &BTreeSet<String>) -> PayloadShape {
-    let mut out = PayloadShape { bytes: payload.render().len(), ..PayloadShape::default() };
+fn shape(payload: &Payload, own: &BTreeSet<String>, backend: IptablesBackend) -> PayloadShape {
+    let parts = match backend {
+        IptablesBackend::Nft => payload.split(NFT_CHAINS_PER_RESTORE),
+        IptablesBackend::Legacy => vec![payload.clone()],
+    };
+    let parts: Vec<&Payload> = parts.iter().filter(|p| !p.is_empty()).collect();
+    let bytes = parts.iter().map(|p| p.render().len()).sum();
+    let mut out = PayloadShape { bytes, restores: parts.len(), ..PayloadShape::default() };
     for table in [&payload.filter, &payload.nat] {
         out.deleted += table.deleted.len();
         for chain in table.chains.iter().chain(&table.deleted) {
@@ -177,8 +186,8 @@ fn shape(payload: &Payload, own: &BTreeSet<String>) -> PayloadShape {
 
 /// The dataplane reports `IPv4: N bytes, ...`: the re-planned payload must
 /// be the one it sent.
-fn check_bytes(summary: &str, bytes: usize) -> anyhow::Result<()> {
-    let expected = format!("{}: {bytes} bytes", IpFamily::V4);
+fn check_bytes(summary: &str, shape: &PayloadShape) -> anyhow::Result<()> {
+    let expected = format!("{}: {} bytes in {} restores", IpFamily::V4, shape.bytes, shape.restores);
     anyhow::ensure!(summary.contains(&expected), "the dataplane sent another payload: {summary:?}, not {expected:?}");
     Ok(())
 }
@@ -201,12 +210,12 @@ mod tests {
         builder.take_changes();
         let planned = plan(builder.state(), IpFamily::V4, &config, Some(&applied));
         let own = own_chains(before.iter().chain(&ports_of(&builder, &service)));
-        let s = shape(&planned.payload, &own);
+        let s = shape(&planned.payload, &own, IptablesBackend::Legacy);
         // The service's KUBE-SVC- chain, the new endpoint's KUBE-SEP- and the old one's deletion.
         assert_eq!((s.own, s.deleted, s.foreign), (3, 1, 0), "{s:?}");
         // Against an unrelated service's chains, the same payload counts as foreign.
         let other = ServiceName::new(spec.namespace(i + 1), spec.name(i + 1));
         let wrong = own_chains(ports_of(&builder, &other).iter());
-        assert_eq!(shape(&planned.payload, &wrong).foreign, 3);
+        assert_eq!(shape(&planned.payload, &wrong, IptablesBackend::Legacy).foreign, 3);
     }
 }

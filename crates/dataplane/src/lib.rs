@@ -17,7 +17,7 @@ mod runner;
 
 pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 pub use dry_run::DryRun;
-pub use iptables::{Iptables, IptablesConfig, cleanup as cleanup_iptables};
+pub use iptables::{Iptables, IptablesConfig, NFT_CHAINS_PER_RESTORE, cleanup as cleanup_iptables};
 pub use ipvs::{
     Cleaned as CleanedIpvs, INTERFACE as IPVS_INTERFACE, Ipvs, IpvsConfig, IpvsError, cleanup as cleanup_ipvs,
 };

@@ -1,49 +1,145 @@
 //! Plans: one family's `iptables-restore --noflush` payload, full or
 //! partial, and the record of what it leaves in the kernel.
 //!
-//! Every sync computes the whole ruleset (as upstream does); what is sent
-//! differs. A full payload declares and rewrites every chain. A partial one
-//! declares and rewrites only the chains whose content changed since
-//! [`Applied`] (a per-service chain of a changed port, or a dispatch chain
-//! such as KUBE-SERVICES whose rules changed) and deletes (`-X`) the
-//! per-service chains no longer used. Chains not listed are left alone by
-//! `--noflush`, so unchanged services cost nothing in the kernel. Each table
-//! is committed atomically by `iptables-restore`; a chain is only deleted in
-//! the same commit that rewrites every chain that jumped to it.
+//! A full payload declares and rewrites every chain. A partial one declares
+//! and rewrites only the chains whose content changed since [`Applied`] (a
+//! per-service chain of a changed port, or a dispatch chain such as
+//! KUBE-SERVICES whose rules changed) and deletes (`-X`) the per-service
+//! chains no longer used. Chains not listed are left alone by `--noflush`,
+//! so unchanged services cost nothing in the kernel. Each table is committed
+//! atomically by `iptables-restore`; a chain is only deleted in the same
+//! commit that rewrites every chain that jumped to it.
+//!
+//! Planning is incremental too: [`Applied`] keeps each service port's rules
+//! with the port they were computed from, so a partial plan recomputes only
+//! the ports whose state changed (and everything when the node or the
+//! settings changed). Dispatch chains are compared by a hash over the
+//! ports' cached contributions and only materialised when they changed.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use kproxy_model::{IpFamily, ProxyState};
+use kproxy_model::{IpFamily, ProxyState, ServicePort, ServicePortName};
 
 use crate::base::{self, JumpRule};
 use crate::config::{LocalMatch, PlanConfig};
 use crate::names::is_service_chain;
-use crate::payload::{Payload, Table, TablePayload};
+use crate::payload::{Payload, Rule, Table, TablePayload};
 use crate::port::{Context, port_rules};
 use crate::ruleset::{Ruleset, TableRules};
 
-/// What the last successful sync left in one family's tables: a content
-/// hash per chain kproxy wrote. Never read back from the kernel; the
+/// What the last successful sync left in one family's tables, and the
+/// per-port rules it was made of. Never read back from the kernel; the
 /// applier drops it (and plans with `None`) after a failure or when the
 /// canary says someone flushed the tables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
     family: Option<IpFamily>,
-    chains: BTreeMap<(Table, String), u64>,
+    /// What every port's rules were computed with; a cached port is reused
+    /// only under the same inputs.
+    inputs: Option<Inputs>,
+    ports: BTreeMap<ServicePortName, PortPlan>,
+    /// Content hash of each fixed (not per-service) chain kproxy wrote.
+    fixed: BTreeMap<(Table, String), u64>,
 }
 
 impl Applied {
-    /// The chains kproxy has written, per table, in name order.
+    /// The chains kproxy has written in `table`: the fixed ones, then each
+    /// port's own, in port order.
     pub fn chains(&self, table: Table) -> impl Iterator<Item = &str> + '_ {
-        self.chains.keys().filter(move |(t, _)| *t == table).map(|(_, c)| c.as_str())
+        let fixed = self.fixed.keys().filter(move |(t, _)| *t == table).map(|(_, c)| c.as_str());
+        let own = self.own_chains().filter(move |c| c.table == table).map(|c| c.name.as_str());
+        fixed.chain(own)
     }
 
     pub fn chain_count(&self) -> usize {
-        self.chains.len()
+        self.fixed.len() + self.own_chains().count()
     }
+
+    fn own_chains(&self) -> impl Iterator<Item = &OwnChain> + '_ {
+        self.ports.values().flat_map(|p| p.own())
+    }
+}
+
+/// The inputs every port's rules depend on besides the port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Inputs {
+    config: PlanConfig,
+    local: LocalMatch,
+    node_ips: Vec<IpAddr>,
+}
+
+/// One port's rules and the port they were computed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PortPlan {
+    port: Arc<ServicePort>,
+    /// `Err`: not served, with the reason.
+    rules: Arc<Result<PortRules, String>>,
+}
+
+impl PortPlan {
+    fn new(port: &Arc<ServicePort>, cx: &Context<'_>) -> Self {
+        // Written into a scratch set first, so a port that cannot be served
+        // leaves nothing half-written.
+        let mut scratch = Ruleset::default();
+        let rules = port_rules(port, cx, &mut scratch).map(|()| PortRules::split(scratch));
+        Self { port: Arc::clone(port), rules: Arc::new(rules) }
+    }
+
+    fn own(&self) -> &[OwnChain] {
+        self.rules.as_ref().as_ref().map(|r| r.own.as_slice()).unwrap_or(&[])
+    }
+
+    fn shared(&self) -> &[SharedPart] {
+        self.rules.as_ref().as_ref().map(|r| r.shared.as_slice()).unwrap_or(&[])
+    }
+}
+
+/// A port's rules, split into the chains only it writes and its parts of
+/// the fixed chains.
+#[derive(Debug, PartialEq, Eq)]
+struct PortRules {
+    own: Vec<OwnChain>,
+    shared: Vec<SharedPart>,
+}
+
+impl PortRules {
+    fn split(scratch: Ruleset) -> Self {
+        let (mut own, mut shared) = (Vec::new(), Vec::new());
+        for (table, mut t) in [(Table::Filter, scratch.filter), (Table::Nat, scratch.nat)] {
+            for name in t.order {
+                let rules = t.rules.remove(&name).unwrap_or_default();
+                let hash = hash_of(&rules);
+                if is_service_chain(&name) {
+                    own.push(OwnChain { table, name, rules, hash });
+                } else {
+                    shared.push(SharedPart { table, chain: name, rules, hash });
+                }
+            }
+        }
+        Self { own, shared }
+    }
+}
+
+/// A per-service chain (`KUBE-SVC-*`, `KUBE-SEP-*`, ...).
+#[derive(Debug, PartialEq, Eq)]
+struct OwnChain {
+    table: Table,
+    name: String,
+    rules: Vec<Rule>,
+    hash: u64,
+}
+
+/// A port's rules in one fixed chain (KUBE-SERVICES, ...).
+#[derive(Debug, PartialEq, Eq)]
+struct SharedPart {
+    table: Table,
+    chain: String,
+    rules: Vec<Rule>,
+    hash: u64,
 }
 
 /// A payload, the state it leaves once applied, and what could not be
@@ -61,6 +157,8 @@ pub struct Planned {
     /// Service ports (or settings) that could not be programmed, each with
     /// its name and the reason.
     pub skips: Vec<String>,
+    /// Service ports whose rules were computed (the rest were reused).
+    pub ports_planned: usize,
 }
 
 /// Plans one family: full when `previous` is `None` (or of another
@@ -72,99 +170,177 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     // Upstream turns localhost node ports off unless the node-port addresses
     // include IPv4 loopback (`ContainsIPv4Loopback`): no KUBE-FIREWALL
     // guard, no route_localnet, without a reason.
-    let config = &PlanConfig {
+    let config = PlanConfig {
         localhost_node_ports: config.localhost_node_ports && node_ips.iter().any(IpAddr::is_loopback),
         ..config.clone()
     };
-    let rules = ruleset(state, family, config, &node_ips, &mut skips);
-    let applied = Applied { family: Some(family), chains: hashes(&rules) };
+    let local = LocalMatch::new(&config.local_detector, &state.node, family, &mut skips);
+    let inputs = Inputs { config, local, node_ips };
     let previous = previous.filter(|p| p.family == Some(family));
+    let cache = previous.filter(|p| p.inputs.as_ref() == Some(&inputs)).map(|p| &p.ports);
+    let cx = Context { config: &inputs.config, local: &inputs.local, node_ips: &inputs.node_ips };
+
+    let mut ports = BTreeMap::new();
+    let mut ports_planned = 0;
+    for (name, port) in &state.family(family).service_ports {
+        let planned = match cache.and_then(|c| c.get(name)) {
+            Some(old) if Arc::ptr_eq(&old.port, port) || old.port == *port => old.clone(),
+            _ => {
+                ports_planned += 1;
+                PortPlan::new(port, &cx)
+            }
+        };
+        if let Err(reason) = planned.rules.as_ref() {
+            skips.push(reason.clone());
+        }
+        ports.insert(name.clone(), planned);
+    }
+    let mut head = Ruleset::default();
+    base::head(&inputs.config, family, &mut head);
+    let mut tail = Ruleset::default();
+    base::tail(&inputs.config, family, &inputs.node_ips, &mut tail, &mut skips);
+    let fixed = Fixed { head: &head, tail: &tail, ports: &ports };
+    let fixed_hashes = fixed.hashes();
+
     let payload = match previous {
-        None => Payload { filter: whole(&rules.filter), nat: whole(&rules.nat) },
+        None => Payload { filter: fixed.whole(Table::Filter), nat: fixed.whole(Table::Nat) },
         Some(prev) => Payload {
-            filter: changed(&rules, Table::Filter, &applied, prev),
-            nat: changed(&rules, Table::Nat, &applied, prev),
+            filter: changed(&fixed, &fixed_hashes, Table::Filter, prev),
+            nat: changed(&fixed, &fixed_hashes, Table::Nat, prev),
         },
     };
-    Planned { full: previous.is_none(), payload, applied, jump_rules: base::jump_rules(config, family), skips }
+    let jump_rules = base::jump_rules(&inputs.config, family);
+    let applied = Applied { family: Some(family), inputs: Some(inputs), ports, fixed: fixed_hashes };
+    Planned { full: previous.is_none(), payload, applied, jump_rules, skips, ports_planned }
 }
 
-/// The whole family's rules.
-fn ruleset(
-    state: &ProxyState,
-    family: IpFamily,
-    config: &PlanConfig,
-    node_ips: &[IpAddr],
-    skips: &mut Vec<String>,
-) -> Ruleset {
-    let local = LocalMatch::new(&config.local_detector, &state.node, family, skips);
-    let cx = Context { config, local: &local, node_ips };
-    let mut out = Ruleset::default();
-    base::head(config, family, &mut out);
-    for port in state.family(family).service_ports.values() {
-        // A port is written into a scratch set first so one that cannot be
-        // served leaves nothing half-written.
-        let mut scratch = Ruleset::default();
-        match port_rules(port, &cx, &mut scratch) {
-            Ok(()) => merge(&mut out, scratch),
-            Err(reason) => skips.push(reason),
+/// The fixed chains: head rules, every port's part, tail rules.
+struct Fixed<'a> {
+    head: &'a Ruleset,
+    tail: &'a Ruleset,
+    ports: &'a BTreeMap<ServicePortName, PortPlan>,
+}
+
+impl Fixed<'_> {
+    /// The fixed chains of `table` in declaration order: the head's, then
+    /// any first written by a port or the tail.
+    fn order(&self, table: Table) -> Vec<&str> {
+        let mut order: Vec<&str> = self.head.table(table).order.iter().map(String::as_str).collect();
+        let mut seen: HashSet<&str> = order.iter().copied().collect();
+        let later = self.ports.values().flat_map(|p| p.shared()).filter(|s| s.table == table).map(|s| s.chain.as_str());
+        for chain in later.chain(self.tail.table(table).order.iter().map(String::as_str)) {
+            if seen.insert(chain) {
+                order.push(chain);
+            }
         }
+        order
     }
-    base::tail(config, family, node_ips, &mut out, skips);
-    out
-}
 
-fn merge(into: &mut Ruleset, from: Ruleset) {
-    for (dst, mut src) in [(&mut into.filter, from.filter), (&mut into.nat, from.nat)] {
-        for chain in src.order {
-            dst.declare(&chain);
-            let rules = src.rules.remove(&chain).unwrap_or_default();
-            dst.rules.get_mut(&chain).expect("declared just above").extend(rules);
+    /// A hash per fixed chain, over its head rules, the ports' parts (by
+    /// their cached hashes) and its tail rules.
+    fn hashes(&self) -> BTreeMap<(Table, String), u64> {
+        let mut hashers: HashMap<(Table, &str), DefaultHasher> = HashMap::new();
+        for table in [Table::Filter, Table::Nat] {
+            for chain in self.order(table) {
+                let mut h = DefaultHasher::new();
+                rules_in(self.head.table(table), chain).hash(&mut h);
+                hashers.insert((table, chain), h);
+            }
         }
-    }
-}
-
-fn hashes(rules: &Ruleset) -> BTreeMap<(Table, String), u64> {
-    let mut out = BTreeMap::new();
-    for table in [Table::Filter, Table::Nat] {
-        let t = rules.table(table);
-        for chain in &t.order {
-            let mut h = DefaultHasher::new();
-            t.rules[chain].hash(&mut h);
-            out.insert((table, chain.clone()), h.finish());
+        for part in self.ports.values().flat_map(|p| p.shared()) {
+            if let Some(h) = hashers.get_mut(&(part.table, part.chain.as_str())) {
+                part.hash.hash(h);
+            }
         }
+        hashers
+            .into_iter()
+            .map(|((table, chain), mut h)| {
+                rules_in(self.tail.table(table), chain).hash(&mut h);
+                ((table, chain.to_owned()), h.finish())
+            })
+            .collect()
     }
-    out
+
+    /// Every rule of one fixed chain.
+    fn rules(&self, table: Table, chain: &str) -> Vec<Rule> {
+        let mut out: Vec<Rule> = rules_in(self.head.table(table), chain).to_vec();
+        for part in self.ports.values().flat_map(|p| p.shared()) {
+            if part.table == table && part.chain == chain {
+                out.extend(part.rules.iter().cloned());
+            }
+        }
+        out.extend(rules_in(self.tail.table(table), chain).iter().cloned());
+        out
+    }
+
+    /// Every chain of `table` declared and refilled.
+    fn whole(&self, table: Table) -> TablePayload {
+        let mut out = TablePayload::default();
+        for chain in self.order(table) {
+            out.rules.extend(self.rules(table, chain));
+            out.chains.push(chain.to_owned());
+        }
+        for own in self.ports.values().flat_map(|p| p.own()).filter(|c| c.table == table) {
+            out.chains.push(own.name.clone());
+            out.rules.extend(own.rules.iter().cloned());
+        }
+        out
+    }
 }
 
-/// Every chain declared and refilled.
-fn whole(t: &TableRules) -> TablePayload {
-    let rules = t.order.iter().flat_map(|c| t.rules[c].iter().cloned()).collect();
-    TablePayload { chains: t.order.clone(), rules, deleted: Vec::new() }
+fn rules_in<'a>(t: &'a TableRules, chain: &str) -> &'a [Rule] {
+    t.rules.get(chain).map(Vec::as_slice).unwrap_or(&[])
+}
+
+fn hash_of(rules: &[Rule]) -> u64 {
+    let mut h = DefaultHasher::new();
+    rules.hash(&mut h);
+    h.finish()
 }
 
 /// Only chains whose content differs from `prev`, plus deletions of the
-/// per-service chains `now` no longer has.
-fn changed(rules: &Ruleset, table: Table, now: &Applied, prev: &Applied) -> TablePayload {
-    let t = rules.table(table);
+/// per-service chains no longer used.
+fn changed(fixed: &Fixed<'_>, hashes: &BTreeMap<(Table, String), u64>, table: Table, prev: &Applied) -> TablePayload {
     let mut out = TablePayload::default();
-    for chain in &t.order {
-        let key = (table, chain.clone());
-        if prev.chains.get(&key) != now.chains.get(&key) {
-            out.chains.push(chain.clone());
-            out.rules.extend(t.rules[chain].iter().cloned());
+    for chain in fixed.order(table) {
+        let key = (table, chain.to_owned());
+        if prev.fixed.get(&key) != hashes.get(&key) {
+            out.rules.extend(fixed.rules(table, chain));
+            out.chains.push(key.1);
         }
     }
-    for (tbl, chain) in prev.chains.keys() {
-        if *tbl == table && !now.chains.contains_key(&(table, chain.clone())) {
-            if is_service_chain(chain) {
-                out.deleted.push(chain.clone());
-            } else {
-                // A fixed chain kproxy stopped using (KUBE-FIREWALL after
-                // localhost node ports were turned off): built-in chains
-                // may still jump to it, so it is emptied, not deleted.
-                out.chains.push(chain.clone());
+    let mut deleted = Vec::new();
+    for (name, now) in fixed.ports {
+        let before = prev.ports.get(name);
+        if before.is_some_and(|b| Arc::ptr_eq(&b.rules, &now.rules)) {
+            continue;
+        }
+        let old: HashMap<&str, u64> = before
+            .map(|b| b.own().iter().filter(|c| c.table == table).map(|c| (c.name.as_str(), c.hash)).collect())
+            .unwrap_or_default();
+        let mut kept = HashSet::new();
+        for own in now.own().iter().filter(|c| c.table == table) {
+            kept.insert(own.name.as_str());
+            if old.get(own.name.as_str()) != Some(&own.hash) {
+                out.chains.push(own.name.clone());
+                out.rules.extend(own.rules.iter().cloned());
             }
+        }
+        deleted.extend(old.keys().filter(|c| !kept.contains(*c)).map(|c| (*c).to_owned()));
+    }
+    for (name, before) in &prev.ports {
+        if !fixed.ports.contains_key(name) {
+            deleted.extend(before.own().iter().filter(|c| c.table == table).map(|c| c.name.clone()));
+        }
+    }
+    deleted.sort();
+    out.deleted = deleted;
+    // A fixed chain kproxy stopped using (KUBE-FIREWALL after localhost node
+    // ports were turned off): built-in chains may still jump to it, so it is
+    // emptied, not deleted.
+    for (tbl, chain) in prev.fixed.keys() {
+        if *tbl == table && !hashes.contains_key(&(table, chain.clone())) {
+            out.chains.push(chain.clone());
         }
     }
     out
@@ -193,6 +369,9 @@ pub fn fixed_chains(table: Table) -> &'static [&'static str] {
 /// Also what a full sync after a restart sends to drop stale per-service
 /// chains: pass `keep` to spare the chains a plan still uses.
 pub fn cleanup(existing: &HashMap<Table, Vec<String>>, keep: Option<&Applied>) -> Payload {
+    let kept: HashSet<(Table, &str)> = keep
+        .map(|k| [Table::Filter, Table::Nat].into_iter().flat_map(|t| k.chains(t).map(move |c| (t, c))).collect())
+        .unwrap_or_default();
     let mut payload = Payload::default();
     for table in [Table::Filter, Table::Nat] {
         let part = match table {
@@ -204,8 +383,7 @@ pub fn cleanup(existing: &HashMap<Table, Vec<String>>, keep: Option<&Applied>) -
         names.dedup();
         for chain in names {
             let ours = is_service_chain(chain) || (keep.is_none() && fixed_chains(table).contains(&chain.as_str()));
-            let kept = keep.is_some_and(|k| k.chains.contains_key(&(table, chain.clone())));
-            if ours && !kept {
+            if ours && !kept.contains(&(table, chain.as_str())) {
                 part.deleted.push(chain.clone());
             }
         }

@@ -358,3 +358,26 @@ fn cleanup_with_keep_deletes_only_stale_service_chains() {
     assert_eq!(text, "*nat\n:KUBE-SEP-STALESTALESTALE - [0:0]\n-X KUBE-SEP-STALESTALESTALE\nCOMMIT\n");
     assert!(used.iter().any(|c| c == "KUBE-SERVICES") && s.state().ipv4.service_ports.len() == 2);
 }
+
+#[test]
+fn a_partial_plan_recomputes_only_the_changed_port_unless_the_settings_change() {
+    let (mut s, applied) = two_services();
+    assert_eq!(full(&s, IpFamily::V4).ports_planned, 2);
+    svc1(&mut s, &[("10.244.1.10", "node-a")]);
+    s.sync();
+    let planned = plan(s.state(), IpFamily::V4, &config(), Some(&applied));
+    assert_eq!(planned.ports_planned, 1, "only ns1/svc1 changed");
+    assert_eq!(planned.applied, full(&s, IpFamily::V4).applied);
+    // Other settings change every port's rules: all are recomputed, and the
+    // payload rewrites what changed (here every cluster-IP masquerade rule).
+    let all = PlanConfig { masquerade_all: true, ..config() };
+    let again = plan(s.state(), IpFamily::V4, &all, Some(&planned.applied));
+    assert_eq!(again.ports_planned, 2);
+    assert!(!again.full);
+    assert_eq!(again.applied, plan(s.state(), IpFamily::V4, &all, None).applied);
+    let text = again.payload.render();
+    assert!(
+        text.contains("ns1/svc1:p80 cluster IP\" -m tcp -p tcp -d 10.96.0.41 --dport 80 -j KUBE-MARK-MASQ"),
+        "{text}"
+    );
+}

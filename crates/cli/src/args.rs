@@ -132,6 +132,10 @@ pub struct CleanupArgs {
     /// ipvs: virtual servers in these CIDRs are left alone (ipvs.excludeCIDRs).
     #[arg(long = "ipvs-exclude-cidrs", value_name = "CIDRS", value_delimiter = ',')]
     pub ipvs_exclude_cidrs: Vec<String>,
+    /// iptables: whose tools to run: auto (the node's), legacy or nft
+    /// (default: `KPROXY_IPTABLES_BACKEND`, else auto).
+    #[arg(long = "iptables-backend", value_name = "BACKEND")]
+    pub iptables_backend: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -23,10 +23,7 @@ pub fn cleanup(args: CleanupArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.mode == "iptables" {
-        let backend = std::env::var("KPROXY_IPTABLES_BACKEND").unwrap_or_default();
-        let backend = backend
-            .parse::<kproxy_iptables_exec::BackendChoice>()
-            .map_err(|e| UsageError(format!("KPROXY_IPTABLES_BACKEND {backend:?}: {e}")))?;
+        let backend = crate::mode::iptables_backend(args.iptables_backend.as_deref())?;
         let cleaned = runtime.block_on(kproxy_dataplane::cleanup_iptables(backend))?;
         eprintln!(
             "removed {} jump rules and {} chains of kproxy's (both families)",

@@ -138,16 +138,27 @@ pub fn ipvs_config(config: &Config) -> anyhow::Result<IpvsConfig> {
     })
 }
 
+/// Which iptables tools to run: `--iptables-backend` when given, else
+/// `KPROXY_IPTABLES_BACKEND`, else `auto` (detect the node's, as upstream's
+/// iptables-wrapper does).
+pub fn iptables_backend(flag: Option<&str>) -> anyhow::Result<BackendChoice> {
+    let (source, value) = match flag {
+        Some(v) => ("--iptables-backend", v.to_owned()),
+        None => ("KPROXY_IPTABLES_BACKEND", std::env::var("KPROXY_IPTABLES_BACKEND").unwrap_or_default()),
+    };
+    Ok(value.parse::<BackendChoice>().map_err(|e| UsageError(format!("{source} {value:?}: {e}")))?)
+}
+
 /// The iptables mode's settings: the nftables mode's masquerade and
-/// detector settings, `iptables.localhostNodePorts`, and the backend from
-/// `KPROXY_IPTABLES_BACKEND` (`legacy`, `nft`; unset or `auto` detects
-/// the node's, as upstream's iptables-wrapper does).
+/// detector settings, `iptables.localhostNodePorts`, and the backend (see
+/// [`iptables_backend`]).
 pub fn iptables_config(config: &Config) -> anyhow::Result<IptablesConfig> {
     let nft = nftables_config(config);
-    let backend = std::env::var("KPROXY_IPTABLES_BACKEND").unwrap_or_default();
-    let backend = backend
-        .parse::<BackendChoice>()
-        .map_err(|e| UsageError(format!("KPROXY_IPTABLES_BACKEND {backend:?}: {e}")))?;
+    let backend = iptables_backend(config.iptables_backend.map(|b| match b {
+        kproxy_config::IptablesBackend::Auto => "auto",
+        kproxy_config::IptablesBackend::Legacy => "legacy",
+        kproxy_config::IptablesBackend::Nft => "nft",
+    }))?;
     Ok(IptablesConfig {
         plan: kproxy_iptables::PlanConfig {
             masquerade_all: nft.masquerade_all,

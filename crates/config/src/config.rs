@@ -44,6 +44,18 @@ impl fmt::Display for ProxyMode {
 }
 
 /// How traffic from local pods is recognised (`detectLocalMode`).
+/// Which iptables tools iptables mode runs (`--iptables-backend`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IptablesBackend {
+    /// The node's: the one kubelet and other software use (see docs/iptables.md).
+    #[default]
+    Auto,
+    /// `iptables-legacy` (the kernel's x_tables).
+    Legacy,
+    /// `iptables-nft` (nf_tables through the xt compatibility layer).
+    Nft,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DetectLocalMode {
     /// Source inside `cluster_cidrs`; with none, nothing is local.
@@ -189,6 +201,9 @@ pub struct Config {
     pub cluster_cidrs: Vec<IpNet>,
     /// kproxy: the service CIDRs (`--service-cidrs`).
     pub service_cidrs: Vec<IpNet>,
+    /// kproxy: which iptables tools iptables mode runs
+    /// (`--iptables-backend`); `None` when not given.
+    pub iptables_backend: Option<IptablesBackend>,
     /// Masquerade all service traffic.
     pub masquerade_all: bool,
     /// The fwmark bit (0-31) of packets to masquerade.

@@ -155,6 +155,9 @@ pub struct Flags {
     /// kproxy: the cluster's service CIDRs, comma-separated, repeatable.
     #[arg(long, value_name = "CIDRS", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub service_cidrs: Option<Vec<String>>,
+    /// kproxy: iptables mode's tools: auto (the node's), legacy or nft.
+    #[arg(long, value_name = "BACKEND")]
+    pub iptables_backend: Option<String>,
 }
 
 impl Flags {
@@ -204,6 +207,7 @@ impl Flags {
             ("--show-hidden-metrics-for-version", self.show_hidden_metrics_for_version.is_some()),
             ("--v", self.verbosity.is_some()),
             ("--service-cidrs", self.service_cidrs.is_some()),
+            ("--iptables-backend", self.iptables_backend.is_some()),
         ];
         text.into_iter().filter(|(_, given)| *given).map(|(name, _)| name).collect()
     }

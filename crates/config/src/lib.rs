@@ -29,7 +29,8 @@ pub mod wire;
 use std::fmt;
 
 pub use config::{
-    ClientConnection, Config, Conntrack, DetectLocalMode, Ipvs, LogFormat, Logging, NodePortAddresses, ProxyMode,
+    ClientConnection, Config, Conntrack, DetectLocalMode, IptablesBackend, Ipvs, LogFormat, Logging, NodePortAddresses,
+    ProxyMode,
 };
 pub use duration::{GoDuration, ParseDurationError};
 pub use error::ConfigError;

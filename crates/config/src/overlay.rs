@@ -40,6 +40,8 @@ pub(crate) struct Overlay {
     pub master: Option<String>,
     /// `--service-cidrs`, unparsed.
     pub service_cidrs: Vec<String>,
+    /// `--iptables-backend`, unparsed.
+    pub iptables_backend: Option<String>,
     /// Flags that have no effect in the chosen mode.
     pub warnings: Vec<Warning>,
 }
@@ -162,6 +164,7 @@ pub(crate) fn apply(flags: &Flags, c: &mut KubeProxyConfiguration, has_file: boo
     if let Some(v) = &flags.service_cidrs {
         o.service_cidrs = list(v);
     }
+    o.iptables_backend.clone_from(&flags.iptables_backend);
     Ok(o)
 }
 

@@ -17,7 +17,7 @@ use crate::addr::{self, HostPortError};
 use crate::config::{ClientConnection, Conntrack, Ipvs, LogFormat, Logging};
 use crate::overlay::Overlay;
 use crate::wire::KubeProxyConfiguration;
-use crate::{Config, ConfigError, DetectLocalMode, GoDuration, NodePortAddresses, ProxyMode};
+use crate::{Config, ConfigError, DetectLocalMode, GoDuration, IptablesBackend, NodePortAddresses, ProxyMode};
 
 const MODE_ALLOWED: &str = "iptables, ipvs, nftables, userspace, or empty for the best available";
 const DETECT_LOCAL_ALLOWED: &str =
@@ -145,6 +145,15 @@ pub(crate) fn resolve(c: &KubeProxyConfiguration, overlay: &Overlay) -> Result<C
     check_detect_local(&ck, c, detect_local_mode)?;
     let cluster_cidrs = cluster_cidrs(&ck, &c.cluster_cidr)?;
     let service_cidrs = ck.cidrs("--service-cidrs", &overlay.service_cidrs)?;
+    let iptables_backend = match overlay.iptables_backend.as_deref() {
+        None => None,
+        Some("auto") => Some(IptablesBackend::Auto),
+        Some("legacy") => Some(IptablesBackend::Legacy),
+        Some("nft") => Some(IptablesBackend::Nft),
+        Some(other) => {
+            return Err(ck.invalid("--iptables-backend", format!("unsupported value {other:?}"), "auto, legacy, nft"));
+        }
+    };
 
     let oom_score_adj = c.oom_score_adj.unwrap_or(-999);
     if !(-1000..=1000).contains(&oom_score_adj) {
@@ -174,6 +183,7 @@ pub(crate) fn resolve(c: &KubeProxyConfiguration, overlay: &Overlay) -> Result<C
         interface_name_prefix: c.detect_local.interface_name_prefix.clone(),
         cluster_cidrs,
         service_cidrs,
+        iptables_backend,
         masquerade_all,
         masquerade_bit,
         localhost_node_ports: c.iptables.localhost_node_ports.unwrap_or(true),

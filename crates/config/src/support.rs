@@ -110,6 +110,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("portRange", "", Ignored("unused upstream too")),
     field("windowsRunAsService", "", WINDOWS),
     field("", "--service-cidrs", Implemented),
+    field("", "--iptables-backend", Implemented),
 ];
 
 /// How a key at some place in the file is shaped.

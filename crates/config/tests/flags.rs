@@ -101,6 +101,7 @@ fn flags_override_the_file() {
             "--master=https://api:6443",
             "--kube-api-qps=50",
             "--service-cidrs=10.96.0.0/12,fd00:96::/108",
+            "--iptables-backend=nft",
         ],
     );
     assert_eq!(c.mode, Some(ProxyMode::Nftables));
@@ -115,6 +116,7 @@ fn flags_override_the_file() {
     assert_eq!(c.client_connection.master.as_deref(), Some("https://api:6443"));
     assert_eq!(c.client_connection.qps, 50.0);
     assert_eq!(c.service_cidrs, ["10.96.0.0/12".parse().expect("cidr"), "fd00:96::/108".parse().expect("cidr")]);
+    assert_eq!(c.iptables_backend, Some(kproxy_config::IptablesBackend::Nft));
 }
 
 #[test]
@@ -164,7 +166,7 @@ fn masquerade_all_flag_follows_the_mode() {
 
 #[test]
 fn flag_errors_name_the_flag() {
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 15] = [
         (
             &["--proxy-mode=foo"],
             "--proxy-mode: unsupported value \"foo\" (allowed: iptables, ipvs, nftables, userspace, or empty for \
@@ -212,6 +214,10 @@ fn flag_errors_name_the_flag() {
         (
             &["--service-cidrs=10.96.0.0/12,nope"],
             "--service-cidrs: \"nope\" is not a valid CIDR (allowed: a CIDR such as 10.0.0.0/8 or fd00::/64)",
+        ),
+        (
+            &["--iptables-backend=nf_tables"],
+            "--iptables-backend: unsupported value \"nf_tables\" (allowed: auto, legacy, nft)",
         ),
         (
             &["--feature-gates=Foo"],

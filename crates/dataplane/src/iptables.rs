@@ -182,32 +182,19 @@ fn exec_jump(jump: &kproxy_iptables::JumpRule) -> exec::JumpRule {
     exec::JumpRule { table: exec_table(jump.table), chain: jump.chain.to_owned(), spec: jump.args.clone() }
 }
 
-/// The chains declared in `family`'s filter and nat tables; empty when
-/// they cannot be read (a full sync then only leaves stale chains behind).
+/// The chains in `family`'s filter and nat tables (over netlink with the
+/// nft backend, see [`Exec::chains`]); empty when they cannot be read (a
+/// full sync then only leaves stale chains behind).
 async fn existing_chains(exec: &Exec, family: IpFamily) -> HashMap<Table, Vec<String>> {
-    let dump = match exec.save(family, None).await {
-        Ok(dump) => dump,
+    let tables = [Table::Filter, Table::Nat];
+    let mut listed = match exec.chains(family, &tables.map(exec_table)).await {
+        Ok(listed) => listed,
         Err(e) => {
             warn!(%family, error = %e, "cannot list the iptables chains; stale chains of an earlier run may stay");
             return HashMap::new();
         }
     };
-    let mut out: HashMap<Table, Vec<String>> = HashMap::new();
-    let mut table = None;
-    for line in dump.lines() {
-        if let Some(name) = line.strip_prefix('*') {
-            table = match name {
-                "filter" => Some(Table::Filter),
-                "nat" => Some(Table::Nat),
-                _ => None,
-            };
-        } else if let (Some(t), Some(decl)) = (table, line.strip_prefix(':'))
-            && let Some(chain) = decl.split_whitespace().next()
-        {
-            out.entry(t).or_default().push(chain.to_owned());
-        }
-    }
-    out
+    tables.into_iter().map(|t| (t, listed.remove(&exec_table(t)).unwrap_or_default())).collect()
 }
 
 /// Removes kproxy's jump rules and chains (every `KUBE-*` chain kproxy

@@ -38,6 +38,13 @@ pub enum IptablesError {
     /// The tool exited unsuccessfully (not a restore payload refusal).
     #[error("`{command}` failed ({status}): {stderr}")]
     Failed { command: String, status: ExitStatus, stderr: String },
+    /// The nft backend's chains could not be listed over netlink (the
+    /// error names the family, tables and step).
+    #[error(transparent)]
+    ListChains(kproxy_netlink::nft::ListChainsError),
+    /// The blocking task that lists them panicked or was cancelled.
+    #[error("the iptables-nft chain listing task did not finish")]
+    ListTask(#[source] tokio::task::JoinError),
     /// `*-restore` refused the payload; nothing of the refused table was committed.
     #[error("`{command}` refused the payload ({status}): {stderr}{}", quoted(*line, offending.as_deref()))]
     Refused {

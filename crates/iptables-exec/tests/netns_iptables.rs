@@ -7,6 +7,8 @@
 use kproxy_iptables_exec::{
     Backend, BackendChoice, CANARY_CHAIN, Cleanup, Detection, Iptables, IptablesError, JumpRule, Reason, Table, detect,
 };
+use std::collections::HashMap;
+
 use kproxy_model::IpFamily;
 use kproxy_sandbox::{Netns, available};
 
@@ -277,5 +279,49 @@ COMMIT
         // A second cleanup finds nothing left to remove.
         let again = inside(&ns, async || Iptables::new(backend).cleanup(IpFamily::V4, &what).await).unwrap();
         assert_eq!((again.jumps, again.chains.len()), (0, 0), "{backend}");
+    }
+}
+
+/// The `KUBE-*` chains of `listed`, sorted, per table.
+fn kube_chains(listed: &HashMap<Table, Vec<String>>) -> Vec<(Table, Vec<String>)> {
+    let mut out: Vec<(Table, Vec<String>)> = listed
+        .iter()
+        .map(|(t, names)| {
+            let mut kube: Vec<String> = names.iter().filter(|n| n.starts_with("KUBE-")).cloned().collect();
+            kube.sort();
+            (*t, kube)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn chains_are_listed_per_table_on_both_backends() {
+    for backend in Backend::ALL {
+        let ns = netns("a-list");
+        restore(&ns, backend, IpFamily::V4, NAT_AND_FILTER).unwrap();
+        restore(&ns, backend, IpFamily::V4, "*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n").unwrap();
+        let iptables = Iptables::new(backend);
+        let listed = inside(&ns, async || iptables.chains(IpFamily::V4, &[Table::Filter, Table::Nat]).await)
+            .unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let nat = ["KUBE-SERVICES", "KUBE-SVC-AAAA", "KUBE-SVC-BBBB"].map(String::from).to_vec();
+        let want = vec![(Table::Filter, vec!["KUBE-FORWARD".to_owned()]), (Table::Nat, nat)];
+        assert_eq!(kube_chains(&listed), want, "{backend}: mangle's chain is not listed");
+
+        // The nft backend lists over netlink: the same names `*-save` declares.
+        let mut declared: Vec<String> = saved(&ns, backend, IpFamily::V4)
+            .iter()
+            .filter_map(|l| Some(l.strip_prefix(':')?.split(' ').next()?.to_owned()))
+            .filter(|c| c.starts_with("KUBE-") && c != "KUBE-IPTABLES-HINT")
+            .collect();
+        declared.sort();
+        let mut listed_kube: Vec<String> = kube_chains(&listed).into_iter().flat_map(|(_, c)| c).collect();
+        listed_kube.sort();
+        assert_eq!(listed_kube, declared, "{backend}");
+
+        let six = inside(&ns, async || iptables.chains(IpFamily::V6, &[Table::Filter, Table::Nat]).await)
+            .unwrap_or_else(|e| panic!("{backend}: {e}"));
+        assert_eq!(kube_chains(&six), [(Table::Filter, vec![]), (Table::Nat, vec![])], "{backend}: no IPv6 chains");
     }
 }

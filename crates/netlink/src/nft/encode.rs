@@ -553,7 +553,7 @@ mod table {
 }
 
 /// `NFTA_CHAIN_*`, `NFTA_HOOK_*`.
-mod chain {
+pub(crate) mod chain {
     pub const TABLE: u16 = 1;
     pub const HOOK: u16 = 4;
     pub const POLICY: u16 = 5;

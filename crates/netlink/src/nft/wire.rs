@@ -16,6 +16,7 @@ pub mod msg {
     pub const NEWTABLE: u8 = 0;
     pub const DELTABLE: u8 = 2;
     pub const NEWCHAIN: u8 = 3;
+    pub const GETCHAIN: u8 = 4;
     pub const DELCHAIN: u8 = 5;
     pub const NEWRULE: u8 = 6;
     pub const DELRULE: u8 = 8;
@@ -33,7 +34,12 @@ pub const NLMSG_DONE: u16 = 3;
 
 /// Netlink header flags.
 pub const NLM_F_REQUEST: u16 = 0x1;
+pub const NLM_F_MULTI: u16 = 0x2;
 pub const NLM_F_ACK: u16 = 0x4;
+/// Set on a dump's messages when the objects changed while it ran.
+pub const NLM_F_DUMP_INTR: u16 = 0x10;
+/// `NLM_F_ROOT | NLM_F_MATCH`.
+pub const NLM_F_DUMP: u16 = 0x300;
 pub const NLM_F_CREATE: u16 = 0x400;
 pub const NLM_F_APPEND: u16 = 0x800;
 

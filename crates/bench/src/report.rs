@@ -254,8 +254,10 @@ fn iptables(out: &mut String, r: &Results) {
          service's chains, dispatch chains (every chain that is not per-service: KUBE-SERVICES, KUBE-NODEPORTS, \
          KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL, ...) and other services' per-service chains, which a run \
          refuses to have. Byte and chain counts are per change, pooled over runs. \"plan part\" is that re-planning \
-         and rendering, timed: the planner computes the whole ruleset on every sync (as upstream does) and sends \
-         only what changed. Not run at 100k services: `iptables-restore` rewrites a whole table on every commit \
+         and rendering, timed: the planner reuses the rules of every port that did not change (upstream \
+         recomputes all of them) and sends only what changed. The nft backend sends a big payload in restores of \
+         about 2,500 chains (`iptables-nft-restore` is quadratic in the chains of one restore; docs/iptables.md). \
+         Not run at 100k services: `iptables-restore` rewrites a whole table on every commit \
          on the legacy backend, so each change there grows with the table.\n",
         section.started,
         if section.source.is_empty() { "an unrecorded commit" } else { &section.source },
@@ -281,7 +283,10 @@ fn iptables(out: &mut String, r: &Results) {
             n(row.change),
             times(row.change_plan),
             times_ratio(ratio(row.change, nft)),
-            row.cold_bytes.map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+            row.cold_bytes.map_or("-".into(), |b| match row.cold_restores {
+                Some(k) if k > 1 => format!("{:.1} MB in {k} restores", b as f64 / 1e6),
+                _ => format!("{:.1} MB", b as f64 / 1e6),
+            }),
             spread(row.change_bytes, 0, " B"),
             spread(row.change_chains, 0, ""),
             spread(row.change_own, 0, ""),

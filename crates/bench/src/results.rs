@@ -91,6 +91,9 @@ pub struct IptablesResult {
     /// The cold sync's IPv4 payload.
     pub cold_bytes: Option<usize>,
     pub cold_chains: Option<usize>,
+    /// `iptables-restore` runs of the cold IPv4 payload.
+    #[serde(default)]
+    pub cold_restores: Option<usize>,
     /// Per change, pooled over runs: payload bytes, chains declared, and
     /// which chains they were.
     pub change_bytes: Option<Summary>,

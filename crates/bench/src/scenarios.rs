@@ -232,6 +232,7 @@ fn iptables_row(backend: IptablesBackend, services: usize, runs: &[SyncTimes]) -
         change_plan: pooled(runs, |r| &r.change_plan_s),
         cold_bytes: cold.map(|p| p.bytes),
         cold_chains: cold.map(|p| p.chains),
+        cold_restores: cold.map(|p| p.restores),
         change_bytes: of(|p| p.bytes),
         change_chains: of(|p| p.chains),
         change_own: of(|p| p.own),

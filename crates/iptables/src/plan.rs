@@ -19,6 +19,7 @@ use std::net::IpAddr;
 use kproxy_model::{IpFamily, ProxyState};
 
 use crate::base::{self, JumpRule};
+use crate::claims;
 use crate::config::{LocalMatch, PlanConfig};
 use crate::names::is_service_chain;
 use crate::payload::{Payload, Table, TablePayload};
@@ -101,11 +102,13 @@ fn ruleset(
     let cx = Context { config, local: &local, node_ips };
     let mut out = Ruleset::default();
     base::head(config, family, &mut out);
+    let owners = claims::owners(state.family(family).service_ports.values());
     for port in state.family(family).service_ports.values() {
+        let port = claims::owned(port, &owners, skips);
         // A port is written into a scratch set first so one that cannot be
         // served leaves nothing half-written.
         let mut scratch = Ruleset::default();
-        match port_rules(port, &cx, &mut scratch) {
+        match port_rules(&port, &cx, &mut scratch) {
             Ok(()) => merge(&mut out, scratch),
             Err(reason) => skips.push(reason),
         }

@@ -39,11 +39,31 @@ fn render_iptables(loaded: &crate::state_cmd::Loaded) -> anyhow::Result<ExitCode
         print!("{}", planned.payload.render());
         println!("# {family}: jump rules ({tool} -C, else -I)");
         for jump in &planned.jump_rules {
-            println!("# -t {} -I {} {}", jump.table.as_str(), jump.chain, jump.args.join(" "));
+            let args: Vec<String> = jump.args.iter().map(|a| quoted(a)).collect();
+            println!("# -t {} -I {} {}", jump.table.as_str(), jump.chain, args.join(" "));
         }
         for skipped in &planned.skips {
             eprintln!("not programmed: {skipped}");
         }
     }
     Ok(loaded.exit_code())
+}
+
+/// `arg` as a shell word: in double quotes (as `iptables-save` writes
+/// comments) when it has white space or shell metacharacters, so that a
+/// jump rule line can be run as printed. Jump rule arguments are kproxy's
+/// own constants (chain names, matches, comments of plain words).
+fn quoted(arg: &str) -> String {
+    if !arg.is_empty() && !arg.chars().any(|c| c.is_whitespace() || "\"'\\$`;&|<>()*?[]#~{}".contains(c)) {
+        return arg.to_owned();
+    }
+    let mut out = String::from('"');
+    for c in arg.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }

@@ -175,6 +175,9 @@ fn render_in_iptables_mode_prints_restore_payloads_in_upstreams_layout() {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     assert_eq!(text.matches("COMMIT\n").count(), 4, "filter and nat, per family");
+    // Jump rules as runnable arguments: a comment of several words quoted.
+    let jump = "# -t nat -I PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n";
+    assert!(text.contains(jump), "{jump} missing:\n{text}");
 }
 
 #[test]

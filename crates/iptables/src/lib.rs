@@ -39,6 +39,7 @@
 //! and not served. Weights (`kproxy.io/weights`) are ignored by `random`.
 
 mod base;
+mod claims;
 mod config;
 pub mod names;
 mod payload;

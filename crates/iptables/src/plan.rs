@@ -25,6 +25,7 @@ use std::sync::Arc;
 use kproxy_model::{IpFamily, ProxyState, ServicePort, ServicePortName};
 
 use crate::base::{self, JumpRule};
+use crate::claims;
 use crate::config::{LocalMatch, PlanConfig};
 use crate::names::is_service_chain;
 use crate::payload::{Payload, Rule, Table, TablePayload};
@@ -76,17 +77,22 @@ struct Inputs {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PortPlan {
     port: Arc<ServicePort>,
+    /// Some frontend of the port is another port's (see [`claims`]): the
+    /// rules depend on other ports too, so they are never reused.
+    contested: bool,
     /// `Err`: not served, with the reason.
     rules: Arc<Result<PortRules, String>>,
 }
 
 impl PortPlan {
-    fn new(port: &Arc<ServicePort>, cx: &Context<'_>) -> Self {
+    /// `owned` is `port` without the frontends other ports own.
+    fn new(port: &Arc<ServicePort>, owned: &ServicePort, cx: &Context<'_>) -> Self {
         // Written into a scratch set first, so a port that cannot be served
         // leaves nothing half-written.
         let mut scratch = Ruleset::default();
-        let rules = port_rules(port, cx, &mut scratch).map(|()| PortRules::split(scratch));
-        Self { port: Arc::clone(port), rules: Arc::new(rules) }
+        let rules = port_rules(owned, cx, &mut scratch).map(|()| PortRules::split(scratch));
+        let contested = owned.frontends.len() != port.frontends.len();
+        Self { port: Arc::clone(port), contested, rules: Arc::new(rules) }
     }
 
     fn own(&self) -> &[OwnChain] {
@@ -182,12 +188,17 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
 
     let mut ports = BTreeMap::new();
     let mut ports_planned = 0;
+    let owners = claims::owners(state.family(family).service_ports.values());
     for (name, port) in &state.family(family).service_ports {
+        let owned = claims::owned(port, &owners, &mut skips);
+        let contested = owned.frontends.len() != port.frontends.len();
         let planned = match cache.and_then(|c| c.get(name)) {
-            Some(old) if Arc::ptr_eq(&old.port, port) || old.port == *port => old.clone(),
+            Some(old) if !contested && !old.contested && (Arc::ptr_eq(&old.port, port) || old.port == *port) => {
+                old.clone()
+            }
             _ => {
                 ports_planned += 1;
-                PortPlan::new(port, &cx)
+                PortPlan::new(port, &owned, &cx)
             }
         };
         if let Err(reason) = planned.rules.as_ref() {

@@ -381,3 +381,32 @@ fn a_partial_plan_recomputes_only_the_changed_port_unless_the_settings_change() 
         "{text}"
     );
 }
+
+#[test]
+fn a_contested_frontend_is_replanned_when_its_owner_goes() {
+    let (mut s, applied) = two_services();
+    // A thief claims svc1's cluster IP and port as an external IP.
+    s.service(
+        service("ns0", "thief").cluster_ip("10.96.0.40").external_ips(&["10.96.0.41"]).port("p80", "TCP", 80).build(),
+    );
+    s.slice(
+        slice("ns0", "thief-a", "thief")
+            .port("p80", "TCP", 8080)
+            .endpoint(Ep::new("10.244.9.9").node("node-b"))
+            .build(),
+    );
+    s.sync();
+    let planned = plan(s.state(), IpFamily::V4, &config(), Some(&applied));
+    assert_eq!(
+        planned.skips,
+        ["ns0/thief:p80/TCP: frontend 10.96.0.41:80 is already served by ns1/svc1:p80/TCP; not served"]
+    );
+    assert_eq!(planned.applied, plan(s.state(), IpFamily::V4, &config(), None).applied);
+    // svc1 goes: the thief's port is unchanged but now owns the address.
+    s.delete(kproxy_state::Kind::Service, "ns1", "svc1");
+    s.sync();
+    let after = plan(s.state(), IpFamily::V4, &config(), Some(&planned.applied));
+    assert!(after.skips.is_empty(), "{:?}", after.skips);
+    assert_eq!(after.applied, plan(s.state(), IpFamily::V4, &config(), None).applied);
+    assert!(after.payload.render().contains("-d 10.96.0.41 --dport 80 -j KUBE-EXT-"), "{}", after.payload.render());
+}

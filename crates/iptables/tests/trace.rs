@@ -222,3 +222,39 @@ fn only_nftables_mode_rejects_a_cluster_ips_unserved_port() {
     assert_eq!(kproxy_iptables::trace::trace(&planned, &packet).expect("traceable").fates(), [Fate::Untouched]);
     assert_eq!(kproxy_nftables::trace::trace(&table, IpFamily::V4, &packet).fates(), [Fate::Reject]);
 }
+
+/// A frontend two services claim (an external IP equal to another
+/// service's cluster IP): the cluster IP keeps it, as in nftables mode,
+/// even though the thief comes first in name order; the thief is reported.
+#[test]
+fn a_contested_frontend_goes_to_the_cluster_ip_in_both_modes() {
+    let mut s = Scenario::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
+    s.node(node("node-a").address("InternalIP", V4.node).build());
+    for (name, cluster_ip, external, endpoint) in
+        [("a-thief", "10.96.0.42", Some("10.96.0.10"), "10.244.2.42"), ("web", "10.96.0.10", None, "10.244.2.10")]
+    {
+        let mut svc = service("ns", name).type_("ClusterIP").cluster_ip(cluster_ip).port("p", "TCP", 80);
+        if let Some(external) = external {
+            svc = svc.external_ips(&[external]);
+        }
+        s.service(svc.build());
+        s.slice(slice("ns", &format!("{name}-a"), name).port("p", "TCP", 8080).endpoint(Ep::new(endpoint)).build());
+    }
+    s.sync();
+    let planned = plan(s.state(), IpFamily::V4, &PlanConfig::default(), None);
+    assert_eq!(
+        planned.skips,
+        ["ns/a-thief:p/TCP: frontend 10.96.0.10:80 is already served by ns/web:p/TCP; not served"]
+    );
+    let table = kproxy_nftables::table(s.state(), IpFamily::V4, &kproxy_nftables::PlanConfig::default());
+    for to in ["10.96.0.10:80", "10.96.0.42:80"] {
+        let packet = packet(&V4, ip("10.244.1.250"), Some("kpbr0"), to.parse().expect("literal"));
+        let ipt = kproxy_iptables::trace::trace(&planned, &packet).expect("traceable").fates();
+        assert_eq!(ipt, kproxy_nftables::trace::trace(&table, IpFamily::V4, &packet).fates(), "{to}");
+        let endpoint = if to.starts_with("10.96.0.10") { "10.244.2.10:8080" } else { "10.244.2.42:8080" };
+        assert!(
+            matches!(ipt[..], [Fate::Dnat { endpoint: e, .. }] if e == endpoint.parse().expect("literal")),
+            "{to}: {ipt:?}"
+        );
+    }
+}

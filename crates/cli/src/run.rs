@@ -68,7 +68,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, once: bool) -> anyhow::Result<ExitCode> {
     let host_addresses = crate::host::addresses().await;
-    let mut state_config = state_config(&config, dataplane_mode(&*dataplane), host_addresses);
+    let mut state_config = state_config(&config, host_addresses);
     if matches!(source, Source::Kube(_)) {
         // The cluster's controller writes the EndpointSlices, and the Node
         // always exists: one that does not is not this node's.
@@ -196,15 +196,6 @@ impl HealthSink for SourceHealth {
 
     fn recovered(&self, resource: Resource) {
         self.0.source_recovered(resource.as_str());
-    }
-}
-
-/// The configuration's idea of the running mode, for its defaults.
-fn dataplane_mode(dataplane: &dyn Dataplane) -> Option<kproxy_config::ProxyMode> {
-    match dataplane.mode() {
-        "nftables" => Some(kproxy_config::ProxyMode::Nftables),
-        "userspace" => Some(kproxy_config::ProxyMode::Userspace),
-        _ => None,
     }
 }
 

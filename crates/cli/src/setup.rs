@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use anyhow::Context;
-use kproxy_config::{Config, ProxyMode};
+use kproxy_config::Config;
 use kproxy_state::{NodePortAddresses, StateConfig};
 use tracing::warn;
 
@@ -39,14 +39,15 @@ pub fn node_name(config: &Config) -> String {
 /// The state pipeline's inputs. `mode` decides what an unset
 /// `nodePortAddresses` means: every address for iptables and IPVS (as
 /// upstream), the primary addresses otherwise (upstream's nftables default).
-pub fn state_config(config: &Config, mode: Option<ProxyMode>, host_addresses: Vec<IpAddr>) -> StateConfig {
+pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>) -> StateConfig {
     let node_port_addresses = match &config.node_port_addresses {
         kproxy_config::NodePortAddresses::Primary => NodePortAddresses::Primary,
         kproxy_config::NodePortAddresses::Cidrs(cidrs) => NodePortAddresses::Cidrs(cidrs.clone()),
-        kproxy_config::NodePortAddresses::Unset => match mode {
-            Some(ProxyMode::Iptables | ProxyMode::Ipvs) => NodePortAddresses::Cidrs(Vec::new()),
-            _ => NodePortAddresses::Primary,
-        },
+        // Upstream's nftables default, in every mode. Upstream's iptables
+        // and IPVS modes use every address of the node (IPVS: but
+        // kube-ipvs0's), 127.0.0.1 included; kproxy serves node ports on
+        // loopback or link-local addresses only when asked to.
+        kproxy_config::NodePortAddresses::Unset => NodePortAddresses::Primary,
     };
     StateConfig {
         node_name: node_name(config),

@@ -33,8 +33,7 @@ pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
     let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let host_addresses = runtime.block_on(crate::host::addresses());
-    let mode = config.mode.or(Some(kproxy_config::ProxyMode::Nftables));
-    let mut builder = StateBuilder::new(state_config(&config, mode, host_addresses));
+    let mut builder = StateBuilder::new(state_config(&config, host_addresses));
     let reload = folder.reload()?;
     for event in reload.events {
         builder.apply(event);

@@ -609,10 +609,8 @@ fn render_output(backend: &str) {
             })
             .collect()
     };
-    // Explicit node-port addresses: with them unset, `run --proxy-mode
-    // iptables` serves node ports on the primary addresses only while
-    // `render` (like README.md) takes every address, so the rules would
-    // differ (reported, not fixed here).
+    // Explicit node-port addresses: unset, node ports are served on every
+    // address of the node, and the two labs' link-local addresses differ.
     let node_ports = ["--nodeport-addresses", "192.168.77.0/24,fd00:77::/64"];
     // kproxy's own apply.
     let mut own = Lab::new(&pods);

@@ -14,6 +14,7 @@ use netlink_sys::{Socket, SocketAddr as NlAddr, protocols::NETLINK_NETFILTER};
 use nix::sys::socket::{setsockopt, sockopt};
 use nix::sys::time::TimeVal;
 
+use crate::io::{recv, send};
 use crate::nft::decode::{Attr, Body, DecodeError, parse};
 use crate::nft::types::nfproto;
 use crate::nft::wire::{NLM_F_ACK, NLM_F_REQUEST, Writer};
@@ -242,24 +243,4 @@ fn delete(socket: &Socket, family: IpFamily, flows: &[Flow]) -> Result<usize, Co
         seq = seq.wrapping_add(chunk.len() as u32);
     }
     Ok(deleted)
-}
-
-fn send(socket: &Socket, bytes: &[u8]) -> io::Result<()> {
-    loop {
-        match socket.send(bytes, 0) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn recv(socket: &Socket, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match socket.recv(&mut &mut buf[..], 0) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }

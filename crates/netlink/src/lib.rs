@@ -8,6 +8,7 @@
 
 mod addresses;
 pub mod conntrack;
+mod io;
 pub mod ipvs;
 pub mod links;
 pub mod nft;

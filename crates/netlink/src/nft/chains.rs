@@ -25,6 +25,7 @@ use super::decode::{Body, DecodeError, Message, parse};
 use super::encode::chain;
 use super::types::nfproto;
 use super::wire::{NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, SUBSYS_NFTABLES, Writer, msg};
+use crate::io::{recv, send};
 
 /// What went wrong listing chains. `tables` are the tables asked for.
 #[derive(Debug, thiserror::Error)]
@@ -195,26 +196,6 @@ fn open() -> Result<Socket, ListChainsError> {
     setsockopt(&socket.as_fd(), sockopt::ReceiveTimeout, &timeout).map_err(|e| ListChainsError::Socket(e.into()))?;
     socket.connect(&SocketAddr::new(0, 0)).map_err(ListChainsError::Socket)?;
     Ok(socket)
-}
-
-fn send(socket: &Socket, bytes: &[u8]) -> io::Result<()> {
-    loop {
-        match socket.send(bytes, 0) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn recv(socket: &Socket, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match socket.recv(&mut &mut buf[..], 0) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 #[cfg(test)]

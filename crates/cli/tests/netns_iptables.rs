@@ -105,6 +105,10 @@ fn node_port_and_no_endpoints(backend: &str) {
     assert_eq!(lab.request(client, "10.96.0.30:80", Protocol::Tcp, None), Outcome::Refused, "TCP without endpoints");
     assert_eq!(lab.request(client, "10.96.0.30:53", Protocol::Udp, None), Outcome::Refused, "UDP without endpoints");
     assert_eq!(lab.request(lab.node(), "10.96.0.30:80", Protocol::Tcp, None), Outcome::Refused, "from the node");
+    // A port the cluster IP does not serve is refused too (not routed on).
+    assert_eq!(lab.request(client, "10.96.0.10:81", Protocol::Tcp, None), Outcome::Refused, "unserved port");
+    assert_eq!(lab.request(lab.node(), "10.96.0.10:81", Protocol::Tcp, None), Outcome::Refused, "unserved, node");
+    assert_eq!(lab.request(client, "10.96.0.30:54", Protocol::Udp, None), Outcome::Refused, "unserved UDP port");
 }
 on_both_backends!(
     node_port_and_no_endpoints,
@@ -591,8 +595,7 @@ fn render_output(backend: &str) {
         let client = &lab.pod("client-a1").ns;
         // Fewer probes where each is the same: REJECT answers with ICMP,
         // which the kernel rate-limits (about 0.7 s a probe after the
-        // first few), and a cluster IP's unserved port is no frontend in
-        // this mode (routed on, unreachable; docs/iptables.md).
+        // first few); a cluster IP's unserved port is rejected the same way.
         let targets = [
             (client, "10.96.0.10:80", 20),
             (lab.client(), "192.168.77.1:30080", 20),
@@ -663,7 +666,13 @@ fn render_output(backend: &str) {
         rendered.node().exec(&format!("{tool}-{backend}"), &args).unwrap_or_else(|e| panic!("{tool} {args:?}: {e}"));
     }
     assert_eq!(probes(&rendered), expected);
-    assert!(expected[0].1.len() == 2 && expected[1].1.len() == 2 && expected[2].1 == ["Refused"], "{expected:?}");
+    assert!(
+        expected[0].1.len() == 2
+            && expected[1].1.len() == 2
+            && expected[2].1 == ["Refused"]
+            && expected[3].1 == ["Refused"],
+        "{expected:?}"
+    );
     assert_eq!(comparable(&rendered, backend), expected_rules, "iptables-save after render vs after run");
 }
 on_both_backends!(

@@ -1,9 +1,10 @@
 //! The fixed chains every sync writes, and the jump rules from the built-in
 //! chains (upstream's `iptablesJumpChains` / `iptablesKubeletJumpChains`).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use kproxy_model::IpFamily;
+use kproxy_model::{IpFamily, ServiceName, ServicePort};
 
 use crate::config::PlanConfig;
 use crate::names::{
@@ -158,4 +159,22 @@ pub(crate) fn tail(
             .args(["-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"])
             .jump("ACCEPT"),
     );
+}
+
+/// The end of filter KUBE-SERVICES: a NEW connection still addressed to a
+/// cluster IP there was not DNATed, so the port is one the service does not
+/// serve: REJECT (SEMANTICS.md, "Verdicts"; upstream routes it on). Ports
+/// without (local) endpoints got their own verdict earlier in the chain.
+pub(crate) fn unserved<'a>(ports: impl Iterator<Item = &'a ServicePort>, out: &mut Ruleset) {
+    let mut owners: BTreeMap<IpAddr, &ServiceName> = BTreeMap::new();
+    for port in ports {
+        for ip in port.cluster_ips() {
+            owners.entry(ip).or_insert(&port.name.service);
+        }
+    }
+    for (ip, service) in owners {
+        out.filter.push(
+            Rule::new(KUBE_SERVICES).comment(format!("{service} cluster IP: unserved port")).dst(ip).jump("REJECT"),
+        );
+    }
 }

@@ -210,6 +210,8 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     base::head(&inputs.config, family, &mut head);
     let mut tail = Ruleset::default();
     base::tail(&inputs.config, family, &inputs.node_ips, &mut tail, &mut skips);
+    // Only served ports' cluster IPs: a skipped port leaves nothing behind.
+    base::unserved(ports.values().filter(|p| p.rules.is_ok()).map(|p| p.port.as_ref()), &mut tail);
     let fixed = Fixed { head: &head, tail: &tail, ports: &ports };
     let fixed_hashes = fixed.hashes();
 

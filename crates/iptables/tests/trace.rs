@@ -209,17 +209,16 @@ fn both_modes_trace_every_frontend_to_the_same_fates() {
     }
 }
 
-/// Outside the frontends: nftables mode rejects a cluster IP's unserved
-/// ports (SEMANTICS.md), upstream's iptables layout, which kproxy
-/// reproduces, leaves them alone (the packet is routed on, un-NATed).
+/// Outside the frontends: both modes reject a cluster IP's unserved ports
+/// (SEMANTICS.md); upstream's iptables mode routes them on, un-NATed.
 #[test]
-fn only_nftables_mode_rejects_a_cluster_ips_unserved_port() {
+fn both_modes_reject_a_cluster_ips_unserved_port() {
     let s = generated(&V4);
     let config = PlanConfig::default();
     let planned = plan(s.state(), IpFamily::V4, &config, None);
     let table = kproxy_nftables::table(s.state(), IpFamily::V4, &kproxy_nftables::PlanConfig::default());
     let packet = packet(&V4, ip("10.244.1.250"), Some("kpbr0"), "10.96.0.2:81".parse().expect("literal"));
-    assert_eq!(kproxy_iptables::trace::trace(&planned, &packet).expect("traceable").fates(), [Fate::Untouched]);
+    assert_eq!(kproxy_iptables::trace::trace(&planned, &packet).expect("traceable").fates(), [Fate::Reject]);
     assert_eq!(kproxy_nftables::trace::trace(&table, IpFamily::V4, &packet).fates(), [Fate::Reject]);
 }
 

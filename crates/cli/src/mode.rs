@@ -149,16 +149,24 @@ pub fn iptables_backend(flag: Option<&str>) -> anyhow::Result<BackendChoice> {
     Ok(value.parse::<BackendChoice>().map_err(|e| UsageError(format!("{source} {value:?}: {e}")))?)
 }
 
+/// [`iptables_backend`] for a flag the configuration already validated.
+fn configured_backend(config: &Config) -> anyhow::Result<BackendChoice> {
+    use kproxy_config::IptablesBackend as Flag;
+    use kproxy_iptables_exec::Backend;
+    Ok(match config.iptables_backend {
+        Some(Flag::Auto) => BackendChoice::Auto,
+        Some(Flag::Legacy) => BackendChoice::Fixed(Backend::Legacy),
+        Some(Flag::Nft) => BackendChoice::Fixed(Backend::Nft),
+        None => iptables_backend(None)?,
+    })
+}
+
 /// The iptables mode's settings: the nftables mode's masquerade and
 /// detector settings, `iptables.localhostNodePorts`, and the backend (see
 /// [`iptables_backend`]).
 pub fn iptables_config(config: &Config) -> anyhow::Result<IptablesConfig> {
     let nft = nftables_config(config);
-    let backend = iptables_backend(config.iptables_backend.map(|b| match b {
-        kproxy_config::IptablesBackend::Auto => "auto",
-        kproxy_config::IptablesBackend::Legacy => "legacy",
-        kproxy_config::IptablesBackend::Nft => "nft",
-    }))?;
+    let backend = configured_backend(config)?;
     Ok(IptablesConfig {
         plan: kproxy_iptables::PlanConfig {
             masquerade_all: nft.masquerade_all,

@@ -33,6 +33,12 @@ fn saved(lab: &Lab, backend: &str) -> String {
     lab.node().exec(&format!("iptables-{backend}-save"), &[]).expect("iptables-save in node-a")
 }
 
+/// The rules landed in `backend` only.
+fn nothing_in_the_other_backend(lab: &Lab, backend: &str) {
+    let other = if backend == "legacy" { "nft" } else { "legacy" };
+    assert!(!saved(lab, other).contains("KUBE-SERVICES"), "nothing in the {other} backend");
+}
+
 /// Runs `scenario` once per backend, each in its own lab.
 macro_rules! on_both_backends {
     ($scenario:ident, $legacy:ident, $nft:ident) => {
@@ -68,8 +74,7 @@ fn cluster_ip(backend: &str) {
     assert!(rules.contains(":KUBE-SERVICES") && rules.contains("-j KUBE-SVC-"), "{rules}");
     assert!(rules.contains("--probability 0.5000000000"), "{rules}");
     assert!(rules.contains(":KUBE-PROXY-CANARY"), "{rules}");
-    let other = if backend == "legacy" { "nft" } else { "legacy" };
-    assert!(!saved(&lab, other).contains("KUBE-SERVICES"), "nothing in the {other} backend");
+    nothing_in_the_other_backend(&lab, backend);
 }
 on_both_backends!(
     cluster_ip,
@@ -740,8 +745,7 @@ fn run_once(backend: &str) {
     let (ok, out) = lab.kproxy(&args);
     assert!(ok, "{out}");
     assert!(saved(&lab, backend).contains("-j KUBE-SVC-"), "{}", saved(&lab, backend));
-    let other = if backend == "legacy" { "nft" } else { "legacy" };
-    assert!(!saved(&lab, other).contains("KUBE-SERVICES"), "nothing in the {other} backend");
+    nothing_in_the_other_backend(&lab, backend);
     assert!(answers(&lab, &lab.pod("web-a1").ns, "10.96.0.10:80", Protocol::Tcp));
 }
 on_both_backends!(

@@ -85,13 +85,13 @@ struct PortPlan {
 }
 
 impl PortPlan {
-    /// `owned` is `port` without the frontends other ports own.
-    fn new(port: &Arc<ServicePort>, owned: &ServicePort, cx: &Context<'_>) -> Self {
+    /// `owned` is `port` without the frontends other ports own (`contested`
+    /// when that is any).
+    fn new(port: &Arc<ServicePort>, owned: &ServicePort, contested: bool, cx: &Context<'_>) -> Self {
         // Written into a scratch set first, so a port that cannot be served
         // leaves nothing half-written.
         let mut scratch = Ruleset::default();
         let rules = port_rules(owned, cx, &mut scratch).map(|()| PortRules::split(scratch));
-        let contested = owned.frontends.len() != port.frontends.len();
         Self { port: Arc::clone(port), contested, rules: Arc::new(rules) }
     }
 
@@ -198,7 +198,7 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
             }
             _ => {
                 ports_planned += 1;
-                PortPlan::new(port, &owned, &cx)
+                PortPlan::new(port, &owned, contested, &cx)
             }
         };
         if let Err(reason) = planned.rules.as_ref() {
@@ -212,7 +212,7 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     base::tail(&inputs.config, family, &inputs.node_ips, &mut tail, &mut skips);
     // Only served ports' cluster IPs: a skipped port leaves nothing behind.
     base::unserved(ports.values().filter(|p| p.rules.is_ok()).map(|p| p.port.as_ref()), &mut tail);
-    let fixed = Fixed { head: &head, tail: &tail, ports: &ports };
+    let fixed = Fixed::new(&head, &tail, &ports);
     let fixed_hashes = fixed.hashes();
 
     let payload = match previous {
@@ -232,21 +232,32 @@ struct Fixed<'a> {
     head: &'a Ruleset,
     tail: &'a Ruleset,
     ports: &'a BTreeMap<ServicePortName, PortPlan>,
+    /// Per table (filter, nat), the fixed chains in declaration order: the
+    /// head's, then any first written by a port or the tail.
+    order: [Vec<&'a str>; 2],
 }
 
-impl Fixed<'_> {
-    /// The fixed chains of `table` in declaration order: the head's, then
-    /// any first written by a port or the tail.
-    fn order(&self, table: Table) -> Vec<&str> {
-        let mut order: Vec<&str> = self.head.table(table).order.iter().map(String::as_str).collect();
-        let mut seen: HashSet<&str> = order.iter().copied().collect();
-        let later = self.ports.values().flat_map(|p| p.shared()).filter(|s| s.table == table).map(|s| s.chain.as_str());
-        for chain in later.chain(self.tail.table(table).order.iter().map(String::as_str)) {
-            if seen.insert(chain) {
-                order.push(chain);
+impl<'a> Fixed<'a> {
+    fn new(head: &'a Ruleset, tail: &'a Ruleset, ports: &'a BTreeMap<ServicePortName, PortPlan>) -> Self {
+        let order = [Table::Filter, Table::Nat].map(|table| {
+            let mut order: Vec<&str> = head.table(table).order.iter().map(String::as_str).collect();
+            let mut seen: HashSet<&str> = order.iter().copied().collect();
+            let later = ports.values().flat_map(|p| p.shared()).filter(|s| s.table == table).map(|s| s.chain.as_str());
+            for chain in later.chain(tail.table(table).order.iter().map(String::as_str)) {
+                if seen.insert(chain) {
+                    order.push(chain);
+                }
             }
+            order
+        });
+        Self { head, tail, ports, order }
+    }
+
+    fn order(&self, table: Table) -> &[&'a str] {
+        match table {
+            Table::Filter => &self.order[0],
+            Table::Nat => &self.order[1],
         }
-        order
     }
 
     /// A hash per fixed chain, over its head rules, the ports' parts (by
@@ -254,7 +265,7 @@ impl Fixed<'_> {
     fn hashes(&self) -> BTreeMap<(Table, String), u64> {
         let mut hashers: HashMap<(Table, &str), DefaultHasher> = HashMap::new();
         for table in [Table::Filter, Table::Nat] {
-            for chain in self.order(table) {
+            for &chain in self.order(table) {
                 let mut h = DefaultHasher::new();
                 rules_in(self.head.table(table), chain).hash(&mut h);
                 hashers.insert((table, chain), h);
@@ -289,7 +300,7 @@ impl Fixed<'_> {
     /// Every chain of `table` declared and refilled.
     fn whole(&self, table: Table) -> TablePayload {
         let mut out = TablePayload::default();
-        for chain in self.order(table) {
+        for &chain in self.order(table) {
             out.rules.extend(self.rules(table, chain));
             out.chains.push(chain.to_owned());
         }
@@ -315,7 +326,7 @@ fn hash_of(rules: &[Rule]) -> u64 {
 /// per-service chains no longer used.
 fn changed(fixed: &Fixed<'_>, hashes: &BTreeMap<(Table, String), u64>, table: Table, prev: &Applied) -> TablePayload {
     let mut out = TablePayload::default();
-    for chain in fixed.order(table) {
+    for &chain in fixed.order(table) {
         let key = (table, chain.to_owned());
         if prev.fixed.get(&key) != hashes.get(&key) {
             out.rules.extend(fixed.rules(table, chain));

@@ -370,6 +370,15 @@ on_both_backends!(
     local_internal_policy_and_masquerade_all_nft
 );
 
+fn masquerade_all_scope(backend: &'static str) {
+    scenarios::masquerade_all_covers_cluster_ips_only(Mode::Iptables(backend));
+}
+on_both_backends!(
+    masquerade_all_scope,
+    masquerade_all_covers_cluster_ips_and_never_local_policy_frontends_legacy,
+    masquerade_all_covers_cluster_ips_and_never_local_policy_frontends_nft
+);
+
 /// `kproxy trace --proxy-mode iptables`'s tracer against what the kernel
 /// did: every endpoint reached (and masquerade yes or no), refusals as
 /// REJECT, silences as DROP.

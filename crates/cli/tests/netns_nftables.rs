@@ -395,13 +395,8 @@ fn ipv6_and_udp_node_ports_work_like_ipv4_tcp() {
 }
 
 #[test]
-fn masquerade_all_hides_even_pods() {
-    let mut lab = Lab::new(&[(2, "web-b1"), (1, "client-a1")]);
-    lab.write("web.yaml", &service("web", WEB));
-    lab.start(&["--masquerade-all"]);
-    let client = lab.pod("client-a1");
-    lab.eventually("web", || answers(&lab, &client.ns, "10.96.0.10:80", Protocol::Tcp));
-    assert_eq!(lab.request(&client.ns, "10.96.0.10:80", Protocol::Tcp, None), answered("web-b1", ip("192.168.77.1")));
+fn masquerade_all_covers_cluster_ips_and_never_local_policy_frontends() {
+    scenarios::masquerade_all_covers_cluster_ips_only(Mode::Nftables);
 }
 
 #[test]

@@ -389,3 +389,11 @@ fn an_address_in_the_service_cidr_that_no_service_owns_is_dropped() {
     }
     assert!(answers(&lab, client, "10.96.0.10:80", Protocol::Tcp), "the owned cluster IP still answers");
 }
+
+#[test]
+fn masquerade_all_covers_cluster_ips_and_never_local_policy_frontends() {
+    if !vm::in_guest() {
+        return in_vm("masquerade_all_covers_cluster_ips_and_never_local_policy_frontends");
+    }
+    scenarios::masquerade_all_covers_cluster_ips_only(Mode::Ipvs);
+}

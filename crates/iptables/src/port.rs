@@ -248,20 +248,15 @@ fn own_chains(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
 fn external_chain(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
     let (ext, name) = (&s.chains.external, &s.name);
     out.nat.declare(ext);
-    // masqueradeAll masquerades every frontend, Local policy included
-    // (SEMANTICS.md; upstream only marks cluster-IP traffic). Only packets
-    // about to be DNATed are marked: KUBE-FORWARD accepts marked packets,
-    // which would let an external client past the no-local-endpoints DROP.
-    let masquerade_all = s.external_local && cx.config.masquerade_all;
+    // masqueradeAll is not applied here: it covers cluster IPs only, and
+    // never overrides externalTrafficPolicy: Local (SEMANTICS.md, as
+    // upstream).
     let masquerade = |comment: String| Rule::new(ext).comment(comment);
     if !s.external_local {
         out.nat.push(masquerade(format!("masquerade traffic for {name} external destinations")).jump(KUBE_MARK_MASQ));
     } else {
         if let (Some(if_local), true) = (&cx.local.if_local, s.uses_cluster) {
             let comment = format!("pod traffic for {name} external destinations");
-            if masquerade_all {
-                out.nat.push(masquerade(comment.clone()).args(if_local.iter().cloned()).jump(KUBE_MARK_MASQ));
-            }
             out.nat.push(Rule::new(ext).comment(comment).args(if_local.iter().cloned()).jump(&s.chains.cluster));
         }
         // The node's own traffic gets a local source address (the LB IP may
@@ -276,10 +271,6 @@ fn external_chain(s: &Shape<'_>, cx: &Context<'_>, out: &mut Ruleset) {
     }
     if s.has_external {
         let policy = if s.external_local { &s.chains.local } else { &s.chains.cluster };
-        if masquerade_all {
-            out.nat
-                .push(masquerade(format!("masquerade traffic for {name} external destinations")).jump(KUBE_MARK_MASQ));
-        }
         out.nat.push(Rule::new(ext).jump(policy));
     }
 }

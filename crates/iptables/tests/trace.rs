@@ -153,8 +153,7 @@ fn packet(net: &Net, from: IpAddr, iif: Option<&str>, to: SocketAddr) -> Packet 
 /// the differences. kproxy's iptables plan follows SEMANTICS.md where
 /// upstream's iptables layout does not (the node's own connections to an
 /// external frontend without endpoints, denied sources to a load-balancer
-/// IP without endpoints, masqueradeAll under eTP Local), so every frontend
-/// must trace alike.
+/// IP without endpoints), so every frontend must trace alike.
 fn compare(net: &Net, state: &ProxyState, config: &PlanConfig) -> Vec<String> {
     let nft_config = kproxy_nftables::PlanConfig {
         masquerade_all: config.masquerade_all,

@@ -192,7 +192,12 @@ fn chains(config: &kproxy_nftables::PlanConfig, family: IpFamily) -> Vec<Chain> 
         .comment("a port this cluster IP does not serve"),
     ];
     if config.masquerade_all {
-        check.push(Rule::new(vec![served()], vec![jump(MARK_FOR_MASQUERADE)]));
+        // Cluster IPs only: masqueradeAll never overrides
+        // externalTrafficPolicy: Local, which keeps the client address.
+        check.push(
+            Rule::new(vec![in_set(vec![Field::Daddr], CLUSTER_IPS, false), served()], vec![jump(MARK_FOR_MASQUERADE)])
+                .comment("masqueradeAll"),
+        );
     }
     check.push(Rule::new(vec![in_set(frontend_key(), MASQUERADE, false)], vec![jump(MARK_FOR_MASQUERADE)]));
     let detector = config.local_detector.for_family(family);

@@ -58,14 +58,16 @@ pub fn chains(config: &PlanConfig, family: IpFamily) -> Vec<Chain> {
     forward.push(new_then(jump(ENDPOINTS_CHECK)));
     forward.push(new_then(jump(CLUSTER_IPS_CHECK)));
 
+    // masqueradeAll covers cluster IPs only: it never overrides
+    // externalTrafficPolicy: Local, which exists to keep the client address.
     let masquerade_all = config.masquerade_all.then(|| Rule::always(vec![jump(MARK_FOR_MASQUERADE)]));
-    let mut cluster_ip: Vec<Rule> = masquerade_all.iter().cloned().collect();
+    let mut cluster_ip: Vec<Rule> = masquerade_all.into_iter().collect();
     if let Some(outside) = from_pods(&detector, true) {
         cluster_ip.push(Rule::new(vec![outside], vec![jump(MARK_FOR_MASQUERADE)]).comment("from outside the cluster"));
     }
     cluster_ip.push(Rule::always(vec![vmap(PICK)]));
 
-    let mut external_local: Vec<Rule> = masquerade_all.iter().cloned().collect();
+    let mut external_local: Vec<Rule> = Vec::new();
     if let Some(pods) = from_pods(&detector, false) {
         external_local.push(Rule::new(vec![pods], vec![vmap(SHORT_CIRCUIT)]).comment("pods use every endpoint"));
     }

@@ -189,13 +189,31 @@ fn load_balancer_source_ranges_drop_other_sources() {
 }
 
 #[test]
-fn masquerade_all_masquerades_every_connection() {
+fn masquerade_all_masquerades_every_cluster_ip_connection() {
     let s = web_scenario();
     let config = PlanConfig { masquerade_all: true, ..config() };
     assert_eq!(
         fates_with(&s, &config, POD, "10.96.0.10:80", Protocol::Tcp),
         [dnat("10.244.1.10:8080", true), dnat("10.244.2.10:8080", true)]
     );
+}
+
+#[test]
+fn masquerade_all_never_masquerades_a_local_policy_frontend() {
+    let mut s = scenario();
+    local_policy(&mut s, &[("10.244.1.30", "node-a"), ("10.244.2.30", "node-b")]);
+    let config = PlanConfig { masquerade_all: true, ..config() };
+    let tcp = Protocol::Tcp;
+    for to in ["198.51.100.20:443", "192.168.77.1:30443"] {
+        assert_eq!(fates_with(&s, &config, EXTERNAL, to, tcp), [dnat("10.244.1.30:8443", false)], "outside -> {to}");
+        assert_eq!(
+            fates_with(&s, &config, POD, to, tcp),
+            [dnat("10.244.1.30:8443", false), dnat("10.244.2.30:8443", false)],
+            "pod -> {to}"
+        );
+    }
+    // The same service's cluster IP is masqueraded.
+    assert!(fates_with(&s, &config, POD, "10.96.0.20:443", tcp).iter().all(|f| *f != dnat("10.244.2.30:8443", false)));
 }
 
 #[test]

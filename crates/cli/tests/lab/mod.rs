@@ -37,6 +37,28 @@ pub fn kproxy_binary() -> PathBuf {
     }
 }
 
+pub mod scenarios;
+
+/// A dataplane under test: the proxy mode and, for iptables, the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Nftables,
+    /// `legacy` or `nft`.
+    Iptables(&'static str),
+    Ipvs,
+}
+
+impl Mode {
+    /// The `--proxy-mode` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Nftables => "nftables",
+            Mode::Iptables(_) => "iptables",
+            Mode::Ipvs => "ipvs",
+        }
+    }
+}
+
 pub const CLUSTER_CIDRS: &str = "10.244.0.0/16,fd00:10:244::/48";
 pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
 
@@ -187,6 +209,16 @@ impl Lab {
     pub fn start_in(&mut self, mode: &str, extra: &[&str]) {
         let source = ["--manifests".into(), self.manifests().display().to_string()];
         self.spawn(&source, mode, extra);
+    }
+
+    /// Starts `kproxy run` in `mode` (for iptables, on its backend) in
+    /// node-a and waits for its first sync.
+    pub fn start_mode(&mut self, mode: Mode, extra: &[&str]) {
+        if let Mode::Iptables(backend) = mode {
+            self.env.retain(|(k, _)| k != "KPROXY_IPTABLES_BACKEND");
+            self.env.push(("KPROXY_IPTABLES_BACKEND".into(), backend.into()));
+        }
+        self.start_in(mode.name(), extra);
     }
 
     /// Starts `kproxy run` in node-a reading the API server of `kubeconfig`

@@ -9,7 +9,7 @@ use anyhow::Context;
 use kproxy_admin::{
     AdminState, Health, HealthChecks, Metrics, SystemClock, health_router, metrics_router, serve_health_checks,
 };
-use kproxy_config::Config;
+use kproxy_config::{Config, ProxyMode};
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
 use kproxy_model::ProxyState;
 use kproxy_source::kube::{ConnectError, Connection, HealthSink, KubeMetrics, KubeOptions, KubeSource, Resource};
@@ -61,14 +61,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if mode.is_some() {
         crate::coexist::refuse_kube_proxy(&config)?;
     }
+    // A dry run computes what the configured mode would program.
+    let semantics = mode.or(config.mode);
+    crate::setup::check_node_port_addresses(&config, semantics);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(config, source, dataplane, args.once))
+    runtime.block_on(serve(config, source, dataplane, semantics, args.once))
 }
 
-async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, once: bool) -> anyhow::Result<ExitCode> {
-    let host_addresses = crate::host::addresses().await;
-    let mut state_config = state_config(&config, host_addresses);
+async fn serve(
+    config: Config,
+    source: Source,
+    dataplane: Box<dyn Dataplane>,
+    mode: Option<ProxyMode>,
+    once: bool,
+) -> anyhow::Result<ExitCode> {
+    let host_addresses = crate::host::addresses(mode).await;
+    let mut state_config = state_config(&config, host_addresses, mode);
     if matches!(source, Source::Kube(_)) {
         // The cluster's controller writes the EndpointSlices, and the Node
         // always exists: one that does not is not this node's.

@@ -3,9 +3,9 @@
 use std::net::IpAddr;
 
 use anyhow::Context;
-use kproxy_config::Config;
+use kproxy_config::{Config, ProxyMode};
 use kproxy_state::{NodePortAddresses, StateConfig};
-use tracing::warn;
+use tracing::{error, warn};
 
 use crate::UsageError;
 use crate::args::Common;
@@ -37,16 +37,16 @@ pub fn node_name(config: &Config) -> String {
 }
 
 /// The state pipeline's inputs. `mode` decides what an unset
-/// `nodePortAddresses` means: every address for iptables and IPVS (as
-/// upstream), the primary addresses otherwise (upstream's nftables default).
-pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>) -> StateConfig {
+/// `nodePortAddresses` means, as upstream: every local address in iptables
+/// and IPVS mode, the node's primary addresses otherwise (upstream's
+/// nftables default; kproxy's userspace mode and the dry run too).
+pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>, mode: Option<ProxyMode>) -> StateConfig {
     let node_port_addresses = match &config.node_port_addresses {
         kproxy_config::NodePortAddresses::Primary => NodePortAddresses::Primary,
         kproxy_config::NodePortAddresses::Cidrs(cidrs) => NodePortAddresses::Cidrs(cidrs.clone()),
-        // Upstream's nftables default, in every mode. Upstream's iptables
-        // and IPVS modes use every address of the node (IPVS: but
-        // kube-ipvs0's), 127.0.0.1 included; kproxy serves node ports on
-        // loopback or link-local addresses only when asked to.
+        kproxy_config::NodePortAddresses::Unset if every_address_by_default(mode) => {
+            NodePortAddresses::Cidrs(Vec::new())
+        }
         kproxy_config::NodePortAddresses::Unset => NodePortAddresses::Primary,
     };
     StateConfig {
@@ -57,6 +57,24 @@ pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>) -> StateConfig
         service_cidrs: config.service_cidrs.clone(),
         endpoint_controller: true,
         node_required: false,
+    }
+}
+
+/// Whether an unset `nodePortAddresses` means every local address (upstream's
+/// iptables and IPVS modes).
+fn every_address_by_default(mode: Option<ProxyMode>) -> bool {
+    matches!(mode, Some(ProxyMode::Iptables | ProxyMode::Ipvs))
+}
+
+/// Upstream's startup complaint about an unset `nodePortAddresses` in the
+/// modes where that means every local address (`checkBadConfig`, logged at
+/// error level, not fatal).
+pub fn check_node_port_addresses(config: &Config, mode: Option<ProxyMode>) {
+    if config.node_port_addresses == kproxy_config::NodePortAddresses::Unset && every_address_by_default(mode) {
+        error!(
+            error = "nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`",
+            "configuration may be incomplete or incorrect"
+        );
     }
 }
 

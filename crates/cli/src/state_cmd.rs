@@ -32,8 +32,8 @@ pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
     let dir = manifests_dir(common)?;
     let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let host_addresses = runtime.block_on(crate::host::addresses());
-    let mut builder = StateBuilder::new(state_config(&config, host_addresses));
+    let host_addresses = runtime.block_on(crate::host::addresses(config.mode));
+    let mut builder = StateBuilder::new(state_config(&config, host_addresses, config.mode));
     let reload = folder.reload()?;
     for event in reload.events {
         builder.apply(event);

@@ -793,3 +793,21 @@ on_both_backends!(
     ipv6_and_udp_node_ports_work_like_ipv4_tcp_legacy,
     ipv6_and_udp_node_ports_work_like_ipv4_tcp_nft
 );
+
+fn node_ports_everywhere(backend: &'static str) {
+    scenarios::node_ports_answer_where_upstream_does(Mode::Iptables(backend));
+}
+on_both_backends!(
+    node_ports_everywhere,
+    node_ports_answer_on_every_local_address_and_localhost_by_default_legacy,
+    node_ports_answer_on_every_local_address_and_localhost_by_default_nft
+);
+
+fn node_ports_primary(backend: &'static str) {
+    scenarios::node_ports_on_primary_addresses_only_when_asked(Mode::Iptables(backend));
+}
+on_both_backends!(
+    node_ports_primary,
+    nodeport_addresses_primary_serves_the_primary_addresses_only_legacy,
+    nodeport_addresses_primary_serves_the_primary_addresses_only_nft
+);

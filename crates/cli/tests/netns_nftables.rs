@@ -516,3 +516,8 @@ fn maglev_keeps_a_client_on_its_endpoint_when_another_leaves() {
     let spread = lab.spread(&client.ns, "10.96.0.10:80", Protocol::Tcp, 10);
     assert_eq!(backends(&spread), chosen, "{spread:?}");
 }
+
+#[test]
+fn node_ports_answer_on_the_primary_addresses_only_as_upstreams_nftables_mode() {
+    scenarios::node_ports_answer_where_upstream_does(Mode::Nftables);
+}

@@ -397,3 +397,12 @@ fn masquerade_all_covers_cluster_ips_and_never_local_policy_frontends() {
     }
     scenarios::masquerade_all_covers_cluster_ips_only(Mode::Ipvs);
 }
+
+#[test]
+fn node_ports_answer_on_every_local_address_but_loopback_by_default() {
+    if !vm::in_guest() {
+        return in_vm("node_ports_answer_on_every_local_address_but_loopback_by_default");
+    }
+    scenarios::node_ports_answer_where_upstream_does(Mode::Ipvs);
+    scenarios::node_ports_on_primary_addresses_only_when_asked(Mode::Ipvs);
+}

@@ -62,8 +62,10 @@ impl Iptables {
                 exec
             }
         };
+        let node = &request.state.node;
         let localhost = self.config.plan.localhost_node_ports
-            && request.state.node.node_port_addresses.iter().any(|ip| ip.is_ipv4() && ip.is_loopback());
+            && (node.node_port_match_all.contains(&IpFamily::V4)
+                || node.node_port_addresses.iter().any(|ip| ip.is_ipv4() && ip.is_loopback()));
         if localhost && !self.route_localnet {
             // Node ports on 127.0.0.1 are DNATed off the loopback; the
             // kernel routes such packets only with route_localnet (upstream
@@ -161,7 +163,9 @@ fn set_route_localnet() -> bool {
     }
     match std::fs::write(PATH, "1") {
         Ok(()) => {
-            info!("set net.ipv4.conf.all.route_localnet=1 for node ports on 127.0.0.1");
+            info!(
+                "Setting route_localnet=1 to allow node-ports on localhost; to change this either disable iptables.localhostNodePorts (--iptables-localhost-nodeports) or set nodePortAddresses (--nodeport-addresses) to filter loopback addresses"
+            );
             true
         }
         Err(e) => {

@@ -120,26 +120,50 @@ pub(crate) fn head(config: &PlanConfig, family: IpFamily, out: &mut Ruleset) {
     }
 }
 
+/// Where node ports answer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NodePortDestinations<'a> {
+    /// Every local address (`-m addrtype --dst-type LOCAL`), as upstream
+    /// when `nodePortAddresses` matches all of the family's addresses: an
+    /// address added to the node later serves too.
+    Local,
+    /// These addresses, one rule each.
+    Listed(&'a [IpAddr]),
+}
+
+const NODE_PORTS_COMMENT: &str = "kubernetes service nodeports; NOTE: this must be the last rule in this chain";
+
 /// The rules after the services': the node-port jump (last in
 /// KUBE-SERVICES) and KUBE-FORWARD.
 pub(crate) fn tail(
     config: &PlanConfig,
     family: IpFamily,
-    node_ips: &[IpAddr],
+    node_ports: NodePortDestinations<'_>,
     out: &mut Ruleset,
     skips: &mut Vec<String>,
 ) {
-    for ip in node_ips {
-        if ip.is_loopback() && !localhost_node_ports(config, family) {
-            skips.push(format!("node port address {ip}: localhost node ports are off (or IPv6); not served"));
-            continue;
+    match node_ports {
+        NodePortDestinations::Local => {
+            let mut rule =
+                Rule::new(KUBE_SERVICES).comment(NODE_PORTS_COMMENT).args(["-m", "addrtype", "--dst-type", "LOCAL"]);
+            // Localhost node ports never work over IPv6, and need
+            // route_localnet over IPv4.
+            if family == IpFamily::V6 {
+                rule = rule.args(["!", "-d", "::1/128"]);
+            } else if !localhost_node_ports(config, family) {
+                rule = rule.args(["!", "-d", "127.0.0.0/8"]);
+            }
+            out.nat.push(rule.jump(KUBE_NODEPORTS));
         }
-        out.nat.push(
-            Rule::new(KUBE_SERVICES)
-                .comment("kubernetes service nodeports; NOTE: this must be the last rule in this chain")
-                .dst(ip)
-                .jump(KUBE_NODEPORTS),
-        );
+        NodePortDestinations::Listed(node_ips) => {
+            for ip in node_ips {
+                if ip.is_loopback() && !localhost_node_ports(config, family) {
+                    skips.push(format!("node port address {ip}: localhost node ports are off (or IPv6); not served"));
+                    continue;
+                }
+                out.nat.push(Rule::new(KUBE_SERVICES).comment(NODE_PORTS_COMMENT).dst(ip).jump(KUBE_NODEPORTS));
+            }
+        }
     }
     if config.drop_invalid {
         // Upstream #74839: an INVALID packet would otherwise reach the pod

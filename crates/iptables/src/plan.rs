@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use kproxy_model::{IpFamily, ProxyState, ServicePort, ServicePortName};
 
-use crate::base::{self, JumpRule};
+use crate::base::{self, JumpRule, NodePortDestinations};
 use crate::claims;
 use crate::config::{LocalMatch, PlanConfig};
 use crate::names::is_service_chain;
@@ -71,6 +71,9 @@ struct Inputs {
     config: PlanConfig,
     local: LocalMatch,
     node_ips: Vec<IpAddr>,
+    /// Node ports on every local address (`addrtype LOCAL`), not on
+    /// `node_ips` one by one.
+    match_all: bool,
 }
 
 /// One port's rules and the port they were computed from.
@@ -173,15 +176,16 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     let mut skips = Vec::new();
     let node_ips: Vec<IpAddr> =
         state.node.node_port_addresses.iter().copied().filter(|ip| IpFamily::of(ip) == family).collect();
+    let match_all = state.node.node_port_match_all.contains(&family);
     // Upstream turns localhost node ports off unless the node-port addresses
-    // include IPv4 loopback (`ContainsIPv4Loopback`): no KUBE-FIREWALL
-    // guard, no route_localnet, without a reason.
+    // match every address or include IPv4 loopback (`ContainsIPv4Loopback`):
+    // no KUBE-FIREWALL guard, no route_localnet, without a reason.
     let config = PlanConfig {
-        localhost_node_ports: config.localhost_node_ports && node_ips.iter().any(IpAddr::is_loopback),
+        localhost_node_ports: config.localhost_node_ports && (match_all || node_ips.iter().any(IpAddr::is_loopback)),
         ..config.clone()
     };
     let local = LocalMatch::new(&config.local_detector, &state.node, family, &mut skips);
-    let inputs = Inputs { config, local, node_ips };
+    let inputs = Inputs { config, local, node_ips, match_all };
     let previous = previous.filter(|p| p.family == Some(family));
     let cache = previous.filter(|p| p.inputs.as_ref() == Some(&inputs)).map(|p| &p.ports);
     let cx = Context { config: &inputs.config, local: &inputs.local, node_ips: &inputs.node_ips };
@@ -209,7 +213,9 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     let mut head = Ruleset::default();
     base::head(&inputs.config, family, &mut head);
     let mut tail = Ruleset::default();
-    base::tail(&inputs.config, family, &inputs.node_ips, &mut tail, &mut skips);
+    let node_ports =
+        if inputs.match_all { NodePortDestinations::Local } else { NodePortDestinations::Listed(&inputs.node_ips) };
+    base::tail(&inputs.config, family, node_ports, &mut tail, &mut skips);
     // Only served ports' cluster IPs: a skipped port leaves nothing behind.
     base::unserved(ports.values().filter(|p| p.rules.is_ok()).map(|p| p.port.as_ref()), &mut tail);
     let fixed = Fixed::new(&head, &tail, &ports);

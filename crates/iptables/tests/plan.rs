@@ -315,6 +315,51 @@ fn localhost_node_ports_off_skips_the_loopback_address() {
     assert_eq!(planned.skips, ["node port address 127.0.0.1: localhost node ports are off (or IPv6); not served"]);
 }
 
+/// `nodePortAddresses` unset in iptables mode: every host address.
+fn every_address_scenario() -> Scenario {
+    let mut s = Scenario::new(StateConfig {
+        node_name: "node-a".into(),
+        node_port_addresses: kproxy_state::NodePortAddresses::Cidrs(Vec::new()),
+        host_addresses: ["127.0.0.1", "192.168.77.1", "10.244.1.1", "::1", "fd00:77::1"]
+            .map(|a| a.parse().expect("literal"))
+            .to_vec(),
+        ..StateConfig::default()
+    });
+    s.service(
+        service("ns8", "np").type_("NodePort").cluster_ip("10.96.0.48").port("p", "TCP", 80).node_port(30048).build(),
+    );
+    s.sync();
+    s
+}
+
+#[test]
+fn node_ports_on_every_address_match_addrtype_local_as_upstream() {
+    let s = every_address_scenario();
+    let jump = |family, config: &PlanConfig| {
+        let text = plan(s.state(), family, config, None).payload.render();
+        let line = text.lines().find(|l| l.ends_with("-j KUBE-NODEPORTS") && l.starts_with("-A KUBE-SERVICES"));
+        line.expect("the node-port jump").to_owned()
+    };
+    let comment = "-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
+    assert_eq!(jump(IpFamily::V4, &config()), format!("{comment} -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS"));
+    let no_localhost = PlanConfig { localhost_node_ports: false, ..config() };
+    assert_eq!(
+        jump(IpFamily::V4, &no_localhost),
+        format!("{comment} -m addrtype --dst-type LOCAL ! -d 127.0.0.0/8 -j KUBE-NODEPORTS")
+    );
+    assert_eq!(
+        jump(IpFamily::V6, &config()),
+        format!("{comment} -m addrtype --dst-type LOCAL ! -d ::1/128 -j KUBE-NODEPORTS")
+    );
+    // Localhost node ports need kubelet's localnet guard, IPv4 only.
+    let guard = |family| {
+        let planned = plan(s.state(), family, &config(), None);
+        planned.payload.render().contains("block incoming localnet connections")
+    };
+    assert!(guard(IpFamily::V4));
+    assert!(!guard(IpFamily::V6));
+}
+
 #[test]
 fn jump_rules_match_upstreams_table() {
     let jumps = kproxy_iptables::jump_rules(&PlanConfig::default(), IpFamily::V4);

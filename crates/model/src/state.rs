@@ -19,6 +19,13 @@ pub struct NodeState {
     pub zone: Option<String>,
     /// The addresses node ports are served on, after `nodePortAddresses`.
     pub node_port_addresses: Vec<IpAddr>,
+    /// The families whose node ports are served on every local address
+    /// (upstream's `MatchAll`: `nodePortAddresses` names no CIDR of the
+    /// family, or a /0). [`NodeState::node_port_addresses`] still lists
+    /// the addresses known when the state was built; the iptables mode
+    /// matches `addrtype LOCAL` instead, as upstream, so an address added
+    /// later serves too.
+    pub node_port_match_all: Vec<IpFamily>,
     /// The Node's `spec.podCIDRs`, for `detectLocalMode: NodeCIDR`.
     pub pod_cidrs: Vec<IpNet>,
     /// False while the Node is being deleted or carries the

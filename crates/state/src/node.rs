@@ -13,6 +13,7 @@ pub fn node_state(config: &StateConfig, node: Option<&NodeInfo>) -> NodeState {
         name: config.node_name.clone(),
         zone: node.and_then(|n| n.zone.clone()),
         node_port_addresses: node_port_addresses(config, node),
+        node_port_match_all: node_port_match_all(config),
         pod_cidrs: node.map(|n| n.pod_cidrs.clone()).unwrap_or_default(),
         eligible: match node {
             Some(n) => !n.deleting && !n.to_be_deleted,
@@ -53,6 +54,19 @@ fn node_port_addresses(config: &StateConfig, node: Option<&NodeInfo>) -> Vec<IpA
     out.sort();
     out.dedup();
     out
+}
+
+/// The families [`NodePortAddresses::Cidrs`] matches every address of:
+/// those without a CIDR, or with a /0 (upstream's `MatchAll`).
+fn node_port_match_all(config: &StateConfig) -> Vec<IpFamily> {
+    let NodePortAddresses::Cidrs(cidrs) = &config.node_port_addresses else { return Vec::new() };
+    IpFamily::ALL
+        .into_iter()
+        .filter(|family| {
+            let mut of_family = cidrs.iter().filter(|c| IpFamily::of(&c.addr()) == *family).peekable();
+            of_family.peek().is_none() || of_family.any(|c| c.prefix_len() == 0)
+        })
+        .collect()
 }
 
 /// Neither loopback, link-local nor unspecified: an address other hosts can

@@ -68,6 +68,22 @@ fn cidrs_select_matching_addresses_and_a_family_without_cidrs_matches_all() {
 }
 
 #[test]
+fn a_family_without_cidrs_or_with_a_zero_prefix_matches_every_address() {
+    use kproxy_model::IpFamily;
+    let match_all = |cidrs: &[&str]| {
+        let mut s = Scenario::new(config(NodePortAddresses::Cidrs(cidrs.iter().map(|c| c.parse().unwrap()).collect())));
+        s.sync();
+        s.state().node.node_port_match_all.clone()
+    };
+    assert_eq!(match_all(&[]), [IpFamily::V4, IpFamily::V6], "unset in iptables and IPVS mode");
+    assert_eq!(match_all(&["10.0.0.0/8"]), [IpFamily::V6]);
+    assert_eq!(match_all(&["0.0.0.0/0", "fd00::/8"]), [IpFamily::V4]);
+    let mut s = Scenario::new(config(NodePortAddresses::Primary));
+    s.sync();
+    assert_eq!(s.state().node.node_port_match_all, [], "primary lists addresses");
+}
+
+#[test]
 fn a_node_being_deleted_or_tainted_is_not_eligible() {
     let mut s = Scenario::cluster();
     s.sync();

@@ -310,6 +310,11 @@ impl Lab {
         panic!("timed out waiting for {what}\n{}", self.log_tail());
     }
 
+    /// Everything kproxy logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
@@ -346,9 +351,23 @@ impl Lab {
         let to: SocketAddr = to.parse().expect("an address");
         let mut folder = Folder::new(&self.manifests()).expect("the folder");
         let reload = folder.reload().expect("reading the folder");
+        let node = &self.topo.node;
+        let local_addresses = vec![
+            IpAddr::V4(node.ipv4),
+            IpAddr::V6(node.ipv6),
+            IpAddr::V4(node.addressing.bridge_ipv4),
+            IpAddr::V6(node.addressing.bridge_ipv6),
+        ];
+        // An unset nodePortAddresses: every address in iptables mode, the
+        // primary ones in nftables mode (as `kproxy run` resolves it).
+        let (node_port_addresses, host_addresses) = match mode {
+            "iptables" => (NodePortAddresses::Cidrs(Vec::new()), local_addresses.clone()),
+            _ => (NodePortAddresses::Primary, Vec::new()),
+        };
         let mut builder = StateBuilder::new(StateConfig {
             node_name: "node-a".into(),
-            node_port_addresses: NodePortAddresses::Primary,
+            node_port_addresses,
+            host_addresses,
             service_cidrs: SERVICE_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect(),
             endpoint_controller: true,
             ..StateConfig::default()
@@ -362,13 +381,6 @@ impl Lab {
             ..PlanConfig::default()
         };
         let family = IpFamily::of(&to.ip());
-        let node = &self.topo.node;
-        let local_addresses = vec![
-            IpAddr::V4(node.ipv4),
-            IpAddr::V6(node.ipv6),
-            IpAddr::V4(node.addressing.bridge_ipv4),
-            IpAddr::V6(node.addressing.bridge_ipv6),
-        ];
         let packet = Packet {
             saddr: from,
             daddr: to.ip(),

@@ -97,3 +97,67 @@ pub fn masquerade_all_covers_cluster_ips_only(mode: Mode) {
         )
     });
 }
+
+/// web: a NodePort Service on 30080 (both families), web-a1 on node-a and
+/// web-b1 on node-b.
+pub const NODE_PORT_WEB: &str = "  type: NodePort\n  clusterIPs: [10.96.0.10, \"fd00:96::10\"]\n  ipFamilies: [IPv4, IPv6]\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]\n";
+
+/// With `nodePortAddresses` unset, node ports answer where upstream's
+/// proxy of the same mode answers: the iptables and IPVS modes on every
+/// local address (a secondary one too; IPv4 loopback in iptables mode
+/// only, masqueraded), the nftables mode on the node's primary addresses
+/// only. The iptables and IPVS modes say so at start, as upstream.
+pub fn node_ports_answer_where_upstream_does(mode: Mode) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", NODE_PORT_WEB));
+    lab.start_mode(mode, &[]);
+    let every_address = mode != Mode::Nftables;
+    let client = lab.pod("client-a1");
+    let bridge = lab.topo.node.addressing;
+
+    // The primary addresses: every mode.
+    wait_for(&lab, lab.client(), "192.168.77.1:30080", Protocol::Tcp);
+    wait_for(&lab, lab.client(), "[fd00:77::1]:30080", Protocol::Tcp);
+    // A secondary address (the pod bridge's), from outside and from a pod.
+    for (from, to) in [
+        (lab.client(), format!("{}:30080", bridge.bridge_ipv4)),
+        (&client.ns, format!("{}:30080", bridge.bridge_ipv4)),
+        (lab.client(), format!("[{}]:30080", bridge.bridge_ipv6)),
+    ] {
+        let outcome = lab.request(from, &to, Protocol::Tcp, None);
+        if every_address {
+            assert!(matches!(outcome, Outcome::Answered { .. }), "{mode:?}: {} -> {to}: {outcome:?}", from.name());
+        } else {
+            assert_eq!(outcome, Outcome::Refused, "{mode:?}: {} -> {to}: not a node-port address", from.name());
+        }
+    }
+    // Localhost: IPv4 in iptables mode only (route_localnet), masqueraded
+    // to the node's address on the way out; never IPv6.
+    let localhost = lab.spread(lab.node(), "127.0.0.1:30080", Protocol::Tcp, tries(mode));
+    if matches!(mode, Mode::Iptables(_)) {
+        assert_eq!(backends(&localhost), ["web-a1", "web-b1"], "{mode:?}: {localhost:?}");
+        assert!(
+            localhost.keys().all(|o| matches!(o, Outcome::Answered { peer, .. } if !peer.is_loopback())),
+            "{mode:?}: masqueraded: {localhost:?}"
+        );
+    } else {
+        assert_eq!(localhost.into_keys().collect::<Vec<_>>(), [Outcome::Refused], "{mode:?}: 127.0.0.1");
+    }
+    assert_eq!(lab.request(lab.node(), "[::1]:30080", Protocol::Tcp, None), Outcome::Refused, "{mode:?}: ::1");
+
+    let warned = lab.log().contains("nodePortAddresses is unset");
+    assert_eq!(warned, every_address, "{mode:?}: the startup warning about an unset nodePortAddresses");
+}
+
+/// `--nodeport-addresses primary` narrows the iptables and IPVS modes to
+/// the primary addresses (and no warning).
+pub fn node_ports_on_primary_addresses_only_when_asked(mode: Mode) {
+    let mut lab = Lab::new(&[(1, "web-a1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", NODE_PORT_WEB));
+    lab.start_mode(mode, &["--nodeport-addresses", "primary"]);
+    wait_for(&lab, lab.client(), "192.168.77.1:30080", Protocol::Tcp);
+    let bridge = format!("{}:30080", lab.topo.node.addressing.bridge_ipv4);
+    assert_eq!(lab.request(lab.client(), &bridge, Protocol::Tcp, None), Outcome::Refused, "{mode:?}: {bridge}");
+    assert_eq!(lab.request(lab.node(), "127.0.0.1:30080", Protocol::Tcp, None), Outcome::Refused, "{mode:?}");
+    assert!(!lab.log().contains("nodePortAddresses is unset"), "{mode:?}: no warning when set");
+}

@@ -256,3 +256,8 @@ fn the_health_check_node_port_tells_the_load_balancer_whether_this_node_has_endp
     lab.remove("shop.yaml");
     lab.eventually("the listener to close", || http_get(lab.client(), check).is_none());
 }
+
+#[test]
+fn every_field_change_of_a_live_service_applies_as_a_clean_partial_sync() {
+    scenarios::field_changes_apply_as_clean_partial_syncs(Mode::Nftables);
+}

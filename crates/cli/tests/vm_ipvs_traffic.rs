@@ -406,3 +406,11 @@ fn node_ports_answer_on_every_local_address_but_loopback_by_default() {
     scenarios::node_ports_answer_where_upstream_does(Mode::Ipvs);
     scenarios::node_ports_on_primary_addresses_only_when_asked(Mode::Ipvs);
 }
+
+#[test]
+fn every_field_change_of_a_live_service_applies_as_a_clean_partial_sync() {
+    if !vm::in_guest() {
+        return in_vm("every_field_change_of_a_live_service_applies_as_a_clean_partial_sync");
+    }
+    scenarios::field_changes_apply_as_clean_partial_syncs(Mode::Ipvs);
+}

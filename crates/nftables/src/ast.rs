@@ -155,6 +155,18 @@ impl Rule {
         self.comment = Some(comment);
         self
     }
+
+    /// Whether the rule looks up or updates the named set or map: the
+    /// kernel refuses to delete a set while a rule uses it (EBUSY).
+    pub fn uses_set(&self, name: &str) -> bool {
+        let in_match = self.matches.iter().any(|m| matches!(m, Match::InSet { set, .. } if set == name));
+        in_match
+            || self.stmts.iter().any(|s| match s {
+                Stmt::Vmap { map, .. } | Stmt::DnatMap { map, .. } => map == name,
+                Stmt::UpdateSaddr { set } => set == name,
+                _ => false,
+            })
+    }
 }
 
 /// The frontend key every service map is indexed by.

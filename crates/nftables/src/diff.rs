@@ -76,11 +76,25 @@ impl Diff {
             }
         }
         self.new_chains.extend(new.chains.iter().filter(|(n, _)| !old.chains.contains_key(*n)).map(|(_, c)| c.clone()));
+        let mut redefined = Vec::new();
         for (name, set) in &old.sets {
             match new.sets.get(name) {
                 None => self.removed_sets.push(set.clone()),
-                Some(new_set) if new_set != set => self.changed_sets.push(new_set.clone()),
+                Some(new_set) if new_set != set => {
+                    self.changed_sets.push(new_set.clone());
+                    redefined.push(name.as_str());
+                }
                 Some(_) => {}
+            }
+        }
+        // A set is redefined (its timeout changed, say) by deleting and
+        // adding it; the kernel refuses to delete a set a rule still uses
+        // (EBUSY), so every unchanged chain using it is rewritten too:
+        // flushed before the delete, refilled after the add.
+        for (name, chain) in &new.chains {
+            let unchanged = old.chains.get(name) == Some(chain);
+            if unchanged && chain.rules.iter().any(|r| redefined.iter().any(|set| r.uses_set(set))) {
+                self.changed_chains.push(chain.clone());
             }
         }
         self.new_sets.extend(new.sets.iter().filter(|(n, _)| !old.sets.contains_key(*n)).map(|(_, s)| s.clone()));

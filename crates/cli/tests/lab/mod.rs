@@ -263,6 +263,16 @@ impl Lab {
         })
     }
 
+    /// The sum of every sample of metric `name` (all label sets; 0 when
+    /// absent), as kproxy's `/metrics` reports it now.
+    pub fn metric(&self, name: &str) -> f64 {
+        self.metrics()
+            .lines()
+            .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Stops kproxy (SIGTERM) and waits for it; its rules stay.
     pub fn stop(&mut self) {
         let kproxy = self.kproxy.take().expect("kproxy is running");

@@ -161,3 +161,181 @@ pub fn node_ports_on_primary_addresses_only_when_asked(mode: Mode) {
     assert_eq!(lab.request(lab.node(), "127.0.0.1:30080", Protocol::Tcp, None), Outcome::Refused, "{mode:?}");
     assert!(!lab.log().contains("nodePortAddresses is unset"), "{mode:?}: no warning when set");
 }
+
+/// Who sends a probe.
+#[derive(Clone, Copy, Debug)]
+enum Client {
+    /// client-a1, a pod on node-a.
+    Pod,
+    /// The outside client (192.168.77.100).
+    Outside,
+    /// The outside client from 203.0.113.9 (inside the first source range).
+    Allowed,
+}
+
+/// What the probes to a frontend must see.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    /// Both endpoints answer.
+    Both,
+    /// Only this endpoint answers.
+    Only(&'static str),
+    /// One endpoint answers every request (affinity).
+    One,
+    /// Answered, by whichever endpoint (a hashing scheduler).
+    Served,
+    Refused,
+    Dropped,
+}
+
+/// One step of [`field_changes_apply_as_clean_partial_syncs`]: shop's
+/// spec after the change, and what traffic must do then.
+struct Change {
+    what: &'static str,
+    spec: String,
+    /// `kproxy.io/scheduler`.
+    scheduler: Option<&'static str>,
+    /// Has the load-balancer IP in its status.
+    load_balancer: bool,
+    probes: Vec<(Client, &'static str, Expect)>,
+}
+
+const SHOP_PORT: &str = "  ports: [{name: https, port: 443, targetPort: http, nodePort: 30443}]\n";
+const LB: &str = "198.51.100.20:443";
+const CIP: &str = "10.96.0.20:443";
+const NP: &str = "192.168.77.1:30443";
+
+/// A LoadBalancer shop with `extra` in its spec.
+fn change(what: &'static str, extra: &str, probes: Vec<(Client, &'static str, Expect)>) -> Change {
+    let spec = format!("  type: LoadBalancer\n  clusterIP: 10.96.0.20\n  selector: {{app: shop}}\n{extra}{SHOP_PORT}");
+    Change { what, spec, scheduler: None, load_balancer: true, probes }
+}
+
+/// Every kind of field change, one at a time, ending where it began.
+fn changes() -> Vec<Change> {
+    use Client::*;
+    use Expect::*;
+    let plain = || vec![(Pod, CIP, Both), (Outside, LB, Both), (Outside, NP, Both)];
+    let sticky = || vec![(Pod, CIP, One), (Outside, LB, One)];
+    let affinity = |seconds: u32| {
+        format!("  sessionAffinity: ClientIP\n  sessionAffinityConfig: {{clientIP: {{timeoutSeconds: {seconds}}}}}\n")
+    };
+    let scheduler = |what: &'static str, name: &'static str, expect: Expect| Change {
+        scheduler: Some(name),
+        ..change(what, "", vec![(Pod, CIP, expect), (Outside, LB, Served)])
+    };
+    let two_ports = "  ports:\n  - {name: https, port: 443, targetPort: http, nodePort: 30443}\n  \
+                     - {name: web, port: 80, targetPort: http, nodePort: 30080}\n";
+    vec![
+        change("LoadBalancer", "", plain()),
+        change("affinity on", "  sessionAffinity: ClientIP\n", sticky()),
+        change("affinity timeout 60 s", &affinity(60), sticky()),
+        change("affinity timeout 3600 s", &affinity(3600), sticky()),
+        change("affinity off", "", plain()),
+        change(
+            "externalTrafficPolicy Local",
+            "  externalTrafficPolicy: Local\n",
+            vec![(Outside, LB, Only("shop-a1")), (Outside, NP, Only("shop-a1")), (Pod, LB, Both)],
+        ),
+        change(
+            "internalTrafficPolicy Local",
+            "  internalTrafficPolicy: Local\n",
+            vec![(Pod, CIP, Only("shop-a1")), (Outside, LB, Both)],
+        ),
+        change(
+            "source ranges",
+            "  loadBalancerSourceRanges: [203.0.113.0/24]\n",
+            vec![(Allowed, LB, Both), (Outside, LB, Dropped), (Outside, NP, Both)],
+        ),
+        change("other source ranges", "  loadBalancerSourceRanges: [198.18.0.0/15]\n", vec![(Allowed, LB, Dropped)]),
+        scheduler("scheduler rr", "rr", Both),
+        scheduler("scheduler mh", "mh", Served),
+        change("no scheduler", "", plain()),
+        Change {
+            spec: format!("  type: LoadBalancer\n  clusterIP: 10.96.0.20\n  selector: {{app: shop}}\n{two_ports}"),
+            ..change("a second port", "", vec![(Pod, "10.96.0.20:80", Both), (Outside, "192.168.77.1:30080", Both)])
+        },
+        Change {
+            spec: "  clusterIP: 10.96.0.20\n  selector: {app: shop}\n  ports: [{name: https, port: 443, targetPort: http}]\n"
+                .to_owned(),
+            load_balancer: false,
+            ..change("type ClusterIP", "", vec![(Pod, CIP, Both), (Outside, NP, Refused)])
+        },
+        Change {
+            spec: format!("  type: NodePort\n  clusterIP: 10.96.0.20\n  selector: {{app: shop}}\n{SHOP_PORT}"),
+            load_balancer: false,
+            ..change("type NodePort", "", vec![(Outside, NP, Both), (Pod, CIP, Both)])
+        },
+        change("an external IP", "  externalIPs: [198.51.100.30]\n", vec![(Outside, "198.51.100.30:443", Both)]),
+        change("LoadBalancer at last", "", plain()),
+    ]
+}
+
+/// shop's manifest for a change.
+fn shop_manifest(c: &Change) -> String {
+    let annotation =
+        c.scheduler.map(|name| format!("  annotations: {{kproxy.io/scheduler: {name}}}\n")).unwrap_or_default();
+    let status = if c.load_balancer { "status:\n  loadBalancer:\n    ingress: [{ip: 198.51.100.20}]\n" } else { "" };
+    format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: shop\n{annotation}spec:\n{}{status}", c.spec)
+}
+
+/// Each kind of change to a live Service (type, ports, traffic policies,
+/// source ranges, affinity on, off and its timeout, the scheduler
+/// annotation) reaches the kernel as one partial sync that does not fail,
+/// and traffic does what the new spec says.
+pub fn field_changes_apply_as_clean_partial_syncs(mode: Mode) {
+    let mut lab = Lab::new(&[(1, "shop-a1"), (2, "shop-b1"), (1, "client-a1")]);
+    let changes = changes();
+    lab.write("shop.yaml", &shop_manifest(&changes[0]));
+    lab.start_mode(mode, &[]);
+    wait_for(&lab, lab.client(), LB, Protocol::Tcp);
+    let failures = "kproxy_sync_proxy_rules_failures_total";
+    let partial = "kubeproxy_sync_partial_proxy_rules_duration_seconds_count";
+    let full = "kubeproxy_sync_full_proxy_rules_duration_seconds_count";
+    for c in &changes[1..] {
+        let (partial_before, full_before) = (lab.metric(partial), lab.metric(full));
+        lab.write("shop.yaml", &shop_manifest(c));
+        lab.eventually(&format!("{mode:?}: a sync after '{}'", c.what), || lab.metric(partial) > partial_before);
+        assert_eq!(lab.metric(failures), 0.0, "{mode:?}: '{}' failed a sync\n{}", c.what, lab.log_tail());
+        assert_eq!(lab.metric(full), full_before, "{mode:?}: '{}' needed a full sync\n{}", c.what, lab.log_tail());
+        for &(from, to, expect) in &c.probes {
+            check(&lab, mode, c.what, from, to, expect);
+        }
+    }
+}
+
+fn check(lab: &Lab, mode: Mode, what: &str, from: Client, to: &str, expect: Expect) {
+    let (ns, source) = match from {
+        Client::Pod => (&lab.pod("client-a1").ns, None),
+        Client::Outside => (lab.client(), None),
+        Client::Allowed => (lab.client(), Some(ip("203.0.113.9"))),
+    };
+    let context = format!("{mode:?}: after '{what}', {from:?} -> {to}");
+    if let Expect::Dropped = expect {
+        let outcome = kproxy_sandbox::tcp_request(ns, to.parse().expect("literal"), source, DROP_WAIT);
+        assert!(matches!(outcome, Err(ProbeError::TimedOut)), "{context}: dropped, got {outcome:?}");
+        return;
+    }
+    let seen: std::collections::BTreeSet<Outcome> = (0..tries(mode) * 2)
+        .map(|_| match lab.request(ns, to, Protocol::Tcp, source) {
+            Outcome::Answered { backend, .. } => Outcome::Answered { backend, peer: ip("0.0.0.0") },
+            other => other,
+        })
+        .collect();
+    let names: Vec<String> = seen
+        .iter()
+        .filter_map(|o| match o {
+            Outcome::Answered { backend, .. } => Some(backend.clone()),
+            _ => None,
+        })
+        .collect();
+    let all_answered = names.len() == seen.len();
+    match expect {
+        Expect::Both => assert!(all_answered && names == ["shop-a1", "shop-b1"], "{context}: both, got {seen:?}"),
+        Expect::Only(name) => assert!(all_answered && names == [name], "{context}: only {name}, got {seen:?}"),
+        Expect::One => assert!(all_answered && names.len() == 1, "{context}: one endpoint, got {seen:?}"),
+        Expect::Served => assert!(all_answered && !names.is_empty(), "{context}: answered, got {seen:?}"),
+        Expect::Refused => assert_eq!(seen.into_iter().collect::<Vec<_>>(), [Outcome::Refused], "{context}"),
+        Expect::Dropped => unreachable!("checked above"),
+    }
+}

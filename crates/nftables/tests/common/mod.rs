@@ -76,6 +76,13 @@ pub fn apply(tables: &mut [Table; 2], plan: &Plan) {
                     table.elements.remove(&set.name);
                 }
                 Op::DeleteSet(set) => {
+                    let user = table.chains.values().find(|c| c.rules.iter().any(|r| r.uses_set(&set.name)));
+                    assert!(
+                        user.is_none(),
+                        "deleting set {} still used by chain {}",
+                        set.name,
+                        user.map_or("", |c| &c.name)
+                    );
                     assert!(table.sets.remove(&set.name).is_some(), "deleting missing set {}", set.name);
                     table.elements.remove(&set.name);
                 }

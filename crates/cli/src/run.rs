@@ -61,6 +61,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if mode.is_some() {
         crate::coexist::refuse_kube_proxy(&config)?;
     }
+    // Before the mode is built: the nftables planner reads tcp_be_liberal.
+    crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config, source, dataplane, args.once))

@@ -278,6 +278,16 @@ impl Lab {
         panic!("timed out waiting for {what}\n{}", self.log_tail());
     }
 
+    /// The running kproxy's PID.
+    pub fn kproxy_pid(&self) -> u32 {
+        self.kproxy.as_ref().expect("kproxy is running").pid()
+    }
+
+    /// Everything kproxy logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();

@@ -119,13 +119,29 @@ pub fn apply_conntrack_settings(files: &KernelFiles, settings: &ConntrackSetting
     if let Some(max) = conntrack_max(settings, cpus) {
         limits(files, max, &mut out);
     }
-    let timeouts = [
+    // Upstream's order: the TCP timeouts, be_liberal, the UDP timeouts.
+    let tcp = [
         ("net/netfilter/nf_conntrack_tcp_timeout_established", settings.tcp_established_timeout),
         ("net/netfilter/nf_conntrack_tcp_timeout_close_wait", settings.tcp_close_wait_timeout),
+    ];
+    let udp = [
         ("net/netfilter/nf_conntrack_udp_timeout", settings.udp_timeout),
         ("net/netfilter/nf_conntrack_udp_timeout_stream", settings.udp_stream_timeout),
     ];
-    for (key, timeout) in timeouts.into_iter().filter(|(_, t)| !t.is_zero()) {
+    timeouts(files, &tcp, &mut out);
+    if settings.tcp_be_liberal {
+        out.push(set_exact(files, "net/netfilter/nf_conntrack_tcp_be_liberal", 1));
+    }
+    timeouts(files, &udp, &mut out);
+    for outcome in &out {
+        log(outcome);
+    }
+    out
+}
+
+/// Each non-zero timeout, in whole seconds.
+fn timeouts(files: &KernelFiles, timeouts: &[(&str, Duration)], out: &mut Vec<Outcome>) {
+    for &(key, timeout) in timeouts.iter().filter(|(_, t)| !t.is_zero()) {
         // Upstream truncates to whole seconds; a sub-second timeout would
         // become 0 and expire every entry at once, so kproxy leaves it.
         out.push(match timeout.as_secs() {
@@ -133,13 +149,6 @@ pub fn apply_conntrack_settings(files: &KernelFiles, settings: &ConntrackSetting
             seconds => set_exact(files, key, seconds),
         });
     }
-    if settings.tcp_be_liberal {
-        out.push(set_exact(files, "net/netfilter/nf_conntrack_tcp_be_liberal", 1));
-    }
-    for outcome in &out {
-        log(outcome);
-    }
-    out
 }
 
 /// `nf_conntrack_max` raised to `max`, then the hash size to `max / 4`.

@@ -115,9 +115,9 @@ fn timeouts_are_written_in_whole_seconds_only_when_different_and_may_go_down() {
         [
             set("net.netfilter.nf_conntrack_tcp_timeout_established", 432000, 7200),
             kept("net.netfilter.nf_conntrack_tcp_timeout_close_wait", 60),
+            set("net.netfilter.nf_conntrack_tcp_be_liberal", 0, 1),
             set("net.netfilter.nf_conntrack_udp_timeout", 30, 45),
             set("net.netfilter.nf_conntrack_udp_timeout_stream", 120, 150),
-            set("net.netfilter.nf_conntrack_tcp_be_liberal", 0, 1),
         ]
     );
     assert_eq!(read(&root, &format!("{NETFILTER}/nf_conntrack_udp_timeout_stream")), "150");

@@ -308,8 +308,8 @@ impl RouteTable for Kernel {
 /// (MetalLB's L2 mode) would then be answered by every node. kproxy leaves
 /// the node-wide sysctls alone and says so.
 fn warn_if_arp_answers() {
-    let arp_ignore = std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/arp_ignore");
-    if arp_ignore.is_ok_and(|v| v.trim() == "0") {
+    let arp_ignore = kproxy_dataplane::KernelFiles::host().read("net/ipv4/conf/all/arp_ignore");
+    if arp_ignore.is_ok_and(|v| v == "0") {
         warn!(
             "claimed IPv4 addresses are answered to ARP on every interface (net.ipv4.conf.all.arp_ignore is 0); \
              set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2, as IPVS strictARP does, when another node or \

@@ -10,6 +10,7 @@ mod cleanup_cmd;
 mod coexist;
 mod demo;
 mod host;
+mod kernel_settings;
 mod list_cmd;
 mod mode;
 mod render_cmd;

@@ -1,7 +1,7 @@
 //! Which dataplane runs, and its settings from the configuration.
 
 use kproxy_config::{Config, DetectLocalMode, ProxyMode};
-use kproxy_dataplane::{Dataplane, DryRun, Iptables, IptablesConfig, Ipvs, IpvsConfig, Nftables};
+use kproxy_dataplane::{Dataplane, DryRun, Iptables, IptablesConfig, Ipvs, IpvsConfig, KernelFiles, Nftables};
 use kproxy_iptables_exec::BackendChoice;
 use kproxy_netlink::ipvs::Timeouts;
 use kproxy_nftables::{LocalDetector, PlanConfig};
@@ -101,7 +101,7 @@ pub fn userspace_settings(config: &Config) -> Settings {
 
 /// `nf_conntrack_tcp_be_liberal` of this network namespace.
 fn tcp_be_liberal() -> bool {
-    std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal").is_ok_and(|v| v.trim() == "1")
+    KernelFiles::host().read("net/netfilter/nf_conntrack_tcp_be_liberal").is_ok_and(|v| v == "1")
 }
 
 /// The IPVS mode's settings: `ipvs.*`, and the nftables planner's

@@ -64,6 +64,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // A dry run computes what the configured mode would program.
     let semantics = mode.or(config.mode);
     crate::setup::check_node_port_addresses(&config, semantics);
+    // Before the mode is built: the nftables planner reads tcp_be_liberal.
+    crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(serve(config, source, dataplane, semantics, args.once))

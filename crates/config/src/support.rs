@@ -98,14 +98,14 @@ pub(crate) const FIELDS: &[Field] = &[
     field("detectLocal.interfaceNamePrefix", "--pod-interface-name-prefix", Implemented),
     field("clusterCIDR", "--cluster-cidr", Implemented),
     field("nodePortAddresses", "--nodeport-addresses", Implemented),
-    field("oomScoreAdj", "--oom-score-adj", NotYet),
-    field("conntrack.maxPerCore", "--conntrack-max-per-core", NotYet),
-    field("conntrack.min", "--conntrack-min", NotYet),
-    field("conntrack.tcpEstablishedTimeout", "--conntrack-tcp-timeout-established", NotYet),
-    field("conntrack.tcpCloseWaitTimeout", "--conntrack-tcp-timeout-close-wait", NotYet),
-    field("conntrack.tcpBeLiberal", "--conntrack-tcp-be-liberal", NotYet),
-    field("conntrack.udpTimeout", "--conntrack-udp-timeout", NotYet),
-    field("conntrack.udpStreamTimeout", "--conntrack-udp-timeout-stream", NotYet),
+    field("oomScoreAdj", "--oom-score-adj", Implemented),
+    field("conntrack.maxPerCore", "--conntrack-max-per-core", Implemented),
+    field("conntrack.min", "--conntrack-min", Implemented),
+    field("conntrack.tcpEstablishedTimeout", "--conntrack-tcp-timeout-established", Implemented),
+    field("conntrack.tcpCloseWaitTimeout", "--conntrack-tcp-timeout-close-wait", Implemented),
+    field("conntrack.tcpBeLiberal", "--conntrack-tcp-be-liberal", Implemented),
+    field("conntrack.udpTimeout", "--conntrack-udp-timeout", Implemented),
+    field("conntrack.udpStreamTimeout", "--conntrack-udp-timeout-stream", Implemented),
     field("configSyncPeriod", "--config-sync-period", NotYet),
     field("portRange", "", Ignored("unused upstream too")),
     field("windowsRunAsService", "", WINDOWS),
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn implemented_settings_do_not_warn() {
-        let present = ["mode".to_owned(), "conntrack.min".to_owned(), "winkernel.sourceVip".to_owned()];
+        let present = ["mode".to_owned(), "configSyncPeriod".to_owned(), "winkernel.sourceVip".to_owned()];
         let texts: Vec<String> =
             warnings(&present, &["--proxy-mode", "--feature-gates"]).iter().map(ToString::to_string).collect();
         assert_eq!(
@@ -202,7 +202,7 @@ mod tests {
             [
                 "--feature-gates: kproxy has no feature gates; ignored",
                 "winkernel.sourceVip: Windows only; ignored",
-                "conntrack.min: not implemented yet; ignored",
+                "configSyncPeriod: not implemented yet; ignored",
             ]
         );
     }

@@ -243,7 +243,7 @@ fn feature_gate_flag_merges_over_the_file() {
 }
 
 #[test]
-fn not_implemented_flags_and_fields_warn() {
+fn not_implemented_flags_and_fields_warn_and_implemented_ones_do_not() {
     let file = "featureGates: {Foo: true}\nwinkernel: {networkName: vxlan0}\nportRange: 30000-32767\n\
                 conntrack: {maxPerCore: 5, tcpBeLiberal: false}\nmode: ipvs\nipvs: {scheduler: lc}\n\
                 logging: {verbosity: 2, vmodule: [{filePattern: x, verbosity: 4}]}\nclusterCIDR: 10.0.0.0/8\n";
@@ -256,8 +256,6 @@ fn not_implemented_flags_and_fields_warn() {
             "--profiling: not implemented yet; ignored",
             "ipvs.scheduler: not implemented yet; ignored",
             "winkernel.networkName: Windows only; ignored",
-            "conntrack.maxPerCore: not implemented yet; ignored",
-            "--conntrack-min: not implemented yet; ignored",
             "portRange: unused upstream too; ignored",
             "--iptables-sync-period: not used in ipvs mode; ignored",
         ]

@@ -19,6 +19,7 @@ use tracing::{info, warn};
 
 use crate::conntrack::flush_stale_udp;
 use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+use crate::sysctl::{Ensured, KernelFiles};
 
 /// Declared chains per `iptables-nft-restore` run (see
 /// [`kproxy_iptables::Payload::split`]), about 230 services of 10
@@ -157,19 +158,16 @@ impl Dataplane for Iptables {
 /// `net.ipv4.conf.all.route_localnet=1`; false (and a warning) when it
 /// cannot be written.
 fn set_route_localnet() -> bool {
-    const PATH: &str = "/proc/sys/net/ipv4/conf/all/route_localnet";
-    if std::fs::read_to_string(PATH).is_ok_and(|v| v.trim() == "1") {
-        return true;
-    }
-    match std::fs::write(PATH, "1") {
-        Ok(()) => {
+    match KernelFiles::host().ensure("net/ipv4/conf/all/route_localnet", "1") {
+        Ok(Ensured::Unchanged) => true,
+        Ok(Ensured::Changed { .. }) => {
             info!(
                 "Setting route_localnet=1 to allow node-ports on localhost; to change this either disable iptables.localhostNodePorts (--iptables-localhost-nodeports) or set nodePortAddresses (--nodeport-addresses) to filter loopback addresses"
             );
             true
         }
         Err(e) => {
-            warn!(error = %e, "cannot set route_localnet; node ports on 127.0.0.1 will not answer");
+            warn!(error = %e.chain(), "cannot set route_localnet; node ports on 127.0.0.1 will not answer");
             false
         }
     }

@@ -36,6 +36,7 @@ use tracing::{debug, info, warn};
 
 use crate::conntrack::flush_stale_udp;
 use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+use crate::sysctl::{Ensured, KernelFiles};
 
 /// The dummy interface holding service addresses, as kube-proxy names it.
 pub const INTERFACE: &str = "kube-ipvs0";
@@ -598,14 +599,12 @@ pub const STRICT_ARP: &[(&str, &str, &str)] = &[
 /// Sysctls and timeouts, once at the first sync.
 fn prepare(config: &IpvsConfig) {
     let strict: &[(&str, &str, &str)] = if config.strict_arp { STRICT_ARP } else { &[] };
+    let files = KernelFiles::host();
     for (key, value, why) in SYSCTLS.iter().chain(strict) {
-        let path = format!("/proc/sys/{key}");
-        match std::fs::read_to_string(&path) {
-            Ok(have) if have.trim() == *value => {}
-            _ => match std::fs::write(&path, value) {
-                Ok(()) => info!(sysctl = key, value, why, "set"),
-                Err(e) => warn!(sysctl = key, value, why, error = %e, "cannot set a sysctl IPVS mode needs"),
-            },
+        match files.ensure(key, value) {
+            Ok(Ensured::Unchanged) => {}
+            Ok(Ensured::Changed { .. }) => info!(sysctl = key, value, why, "set"),
+            Err(e) => warn!(sysctl = key, value, why, error = %e.chain(), "cannot set a sysctl IPVS mode needs"),
         }
     }
     let t = config.timeouts;

@@ -4,9 +4,12 @@
 //! one `sync`); [`Runner`] folds source events into the state and decides
 //! when to sync: not more often than minSyncPeriod, at least every
 //! syncPeriod, retrying with backoff after a failure (the retry is a full
-//! sync), and a full sync every hour.
+//! sync), and a full sync every hour. [`KernelFiles`] is the one seam to
+//! the node's sysctls; [`apply_conntrack_settings`] applies `conntrack.*`
+//! through it at start.
 
 mod conntrack;
+mod conntrack_settings;
 mod dataplane;
 mod dry_run;
 mod iptables;
@@ -14,7 +17,12 @@ mod ipvs;
 mod nftables;
 mod no_local;
 mod runner;
+mod sysctl;
 
+pub use conntrack_settings::{
+    ConntrackSettings, Outcome as ConntrackOutcome, Skip as ConntrackSkip, apply_conntrack_settings, conntrack_max,
+    node_cpus,
+};
 pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 pub use dry_run::DryRun;
 pub use iptables::{Iptables, IptablesConfig, NFT_CHAINS_PER_RESTORE, cleanup as cleanup_iptables};
@@ -23,3 +31,4 @@ pub use ipvs::{
 };
 pub use nftables::{Nftables, NftablesError, cleanup as cleanup_nftables, nft};
 pub use runner::{Runner, RunnerConfig, RunnerHandles};
+pub use sysctl::{Ensured, KernelFiles, SysctlError};

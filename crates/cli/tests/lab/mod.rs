@@ -320,6 +320,11 @@ impl Lab {
         panic!("timed out waiting for {what}\n{}", self.log_tail());
     }
 
+    /// The running kproxy's PID.
+    pub fn kproxy_pid(&self) -> u32 {
+        self.kproxy.as_ref().expect("kproxy is running").pid()
+    }
+
     /// Everything kproxy logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -9,8 +9,15 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "kproxy", version, max_term_width = 100)]
 pub struct Cli {
+    /// Remove every proxy mode's rules from this node, kproxy's and
+    /// kube-proxy's (nftables tables, iptables chains of both backends,
+    /// IPVS virtual servers and kube-ipvs0, claimed routes), then exit:
+    /// kube-proxy's `--cleanup`, the same as `kproxy cleanup`.
+    #[arg(long, exclusive = true)]
+    pub cleanup: bool,
+
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -75,6 +82,11 @@ pub struct RunArgs {
     /// programming anything on this node.
     #[arg(long)]
     pub dry_run: bool,
+
+    /// Remove every proxy mode's rules from this node (kube-proxy's
+    /// `--cleanup`; see `kproxy cleanup`) and exit instead of running.
+    #[arg(long)]
+    pub cleanup: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -124,11 +136,14 @@ pub struct TraceArgs {
 
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
-    /// Proxy mode whose objects to remove: nftables (its tables), ipvs (its
-    /// virtual servers, kube-ipvs0 and its companion tables) or userspace
-    /// (its local routes).
-    #[arg(long = "proxy-mode", value_name = "MODE", default_value = "nftables")]
-    pub mode: String,
+    /// Only this mode's objects, kproxy's: nftables (its tables), iptables
+    /// (its chains and jump rules), ipvs (its virtual servers, kube-ipvs0
+    /// and its companion tables) or userspace (its local routes). Without
+    /// it, every mode's objects go, kproxy's and kube-proxy's (its
+    /// nftables tables and its IPVS mode's chains too), as `kube-proxy
+    /// --cleanup` does.
+    #[arg(long = "proxy-mode", value_name = "MODE")]
+    pub mode: Option<String>,
     /// ipvs: virtual servers in these CIDRs are left alone (ipvs.excludeCIDRs).
     #[arg(long = "ipvs-exclude-cidrs", value_name = "CIDRS", value_delimiter = ',')]
     pub ipvs_exclude_cidrs: Vec<String>,

@@ -11,6 +11,7 @@ mod coexist;
 mod demo;
 mod host;
 mod kernel_settings;
+mod leftovers;
 mod list_cmd;
 mod mode;
 mod render_cmd;
@@ -52,13 +53,20 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
-        Command::State(args) => state_cmd::state(args),
-        Command::Render(args) => render_cmd::render(args),
-        Command::Trace(args) => trace_cmd::trace(args),
-        Command::Cleanup(args) => cleanup_cmd::cleanup(args),
-        Command::Demo(args) => demo::demo(args),
-        Command::List(args) => list_cmd::list(args),
+        _ if cli.cleanup => cleanup_cmd::everything(&kproxy_config::Config::default()),
+        None => {
+            eprintln!(
+                "kproxy: a command is required (run, state, render, trace, cleanup, demo, list); see kproxy --help"
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Some(Command::Run(args)) => run::run(args),
+        Some(Command::State(args)) => state_cmd::state(args),
+        Some(Command::Render(args)) => render_cmd::render(args),
+        Some(Command::Trace(args)) => trace_cmd::trace(args),
+        Some(Command::Cleanup(args)) => cleanup_cmd::cleanup(args),
+        Some(Command::Demo(args)) => demo::demo(args),
+        Some(Command::List(args)) => list_cmd::list(args),
     };
     match result {
         Ok(code) => code,

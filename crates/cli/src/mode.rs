@@ -150,7 +150,7 @@ pub fn iptables_backend(flag: Option<&str>) -> anyhow::Result<BackendChoice> {
 }
 
 /// [`iptables_backend`] for a flag the configuration already validated.
-fn configured_backend(config: &Config) -> anyhow::Result<BackendChoice> {
+pub(crate) fn configured_backend(config: &Config) -> anyhow::Result<BackendChoice> {
     use kproxy_config::IptablesBackend as Flag;
     use kproxy_iptables_exec::Backend;
     Ok(match config.iptables_backend {

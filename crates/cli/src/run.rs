@@ -53,6 +53,9 @@ enum Source {
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
+    if args.cleanup {
+        return crate::cleanup_cmd::everything(&config);
+    }
     let source = match &args.common.manifests {
         Some(dir) => Source::Manifests(Folder::new(dir).map_err(|e| UsageError(format!("--manifests {e}")))?),
         None => Source::Kube(connection(&config)),
@@ -68,18 +71,29 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(config, source, dataplane, semantics, args.once))
+    // The mode whose rules this process programs: what other modes left
+    // goes once they are in (without root there is nothing to remove).
+    let programmed = mode.filter(|_| crate::mode::is_root());
+    runtime.block_on(serve(config, source, dataplane, Modes { semantics, programmed }, args.once))
+}
+
+/// The mode whose semantics the state follows (a dry run: the configured
+/// one), and the mode that programs this node (none in a dry run).
+#[derive(Clone, Copy)]
+struct Modes {
+    semantics: Option<ProxyMode>,
+    programmed: Option<ProxyMode>,
 }
 
 async fn serve(
     config: Config,
     source: Source,
     dataplane: Box<dyn Dataplane>,
-    mode: Option<ProxyMode>,
+    modes: Modes,
     once: bool,
 ) -> anyhow::Result<ExitCode> {
-    let host_addresses = crate::host::addresses(mode).await;
-    let mut state_config = state_config(&config, host_addresses, mode);
+    let host_addresses = crate::host::addresses(modes.semantics).await;
+    let mut state_config = state_config(&config, host_addresses, modes.semantics);
     if matches!(source, Source::Kube(_)) {
         // The cluster's controller writes the EndpointSlices, and the Node
         // always exists: one that does not is not this node's.
@@ -92,14 +106,6 @@ async fn serve(
             info!(%node, mode = dataplane.mode(), manifests = %folder.dir().display(), "starting")
         }
         Source::Kube(_) => info!(%node, mode = dataplane.mode(), "starting; reading the Kubernetes API"),
-    }
-    if matches!(dataplane.mode(), "ipvs" | "iptables") {
-        // The nftables mode's DNAT would keep serving whatever it last
-        // knew (before IPVS; beside iptables' own): a node switching modes
-        // drops those tables.
-        if let Err(e) = kproxy_dataplane::cleanup_nftables().await {
-            warn!(error = %e, "cannot remove the nftables mode's tables; its old rules may still take traffic");
-        }
     }
 
     let mut metrics = Metrics::new();
@@ -159,17 +165,34 @@ async fn serve(
     }
     let runner_config = RunnerConfig::new(config.min_sync_period, config.sync_period);
     let handles = RunnerHandles { health, metrics, state: state_tx, clock: Arc::new(SystemClock), health_checks };
-    let runner = Runner::new(runner_config, StateBuilder::new(state_config), dataplane, handles);
+    let mut runner = Runner::new(runner_config, StateBuilder::new(state_config), dataplane, handles);
     if once {
         let result = runner.run_once(events).await;
         source.abort();
         return match result {
-            Ok(()) => Ok(ExitCode::SUCCESS),
+            Ok(()) => {
+                if let Some(mode) = modes.programmed {
+                    crate::leftovers::remove_at_start(mode, &config).await;
+                }
+                Ok(ExitCode::SUCCESS)
+            }
             Err(e) => {
                 error!(error = %e, "sync failed");
                 Ok(ExitCode::FAILURE)
             }
         };
+    }
+    if let Some(mode) = modes.programmed {
+        // Another proxy's rules go once this one's are in: the node is
+        // never without rules, and stale ones stop taking traffic.
+        let (done, first_sync) = tokio::sync::oneshot::channel();
+        runner = runner.on_first_sync(done);
+        let config = config.clone();
+        tokio::spawn(async move {
+            if first_sync.await.is_ok() {
+                crate::leftovers::remove_at_start(mode, &config).await;
+            }
+        });
     }
     let source_failed = async {
         match source.await {

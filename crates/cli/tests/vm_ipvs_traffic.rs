@@ -414,3 +414,50 @@ fn every_field_change_of_a_live_service_applies_as_a_clean_partial_sync() {
     }
     scenarios::field_changes_apply_as_clean_partial_syncs(Mode::Ipvs);
 }
+
+/// Only `backend` answers web's cluster IP from the client pod.
+fn only_web(lab: &Lab, backend: &str) -> bool {
+    let client = &lab.pod("client-a1").ns;
+    backends(&lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 6)) == [backend]
+}
+
+/// A migration between the nftables and the IPVS mode, either way: `old`
+/// ran and stopped with web on web-a1 (its rules stay), web moved to
+/// web-b1, `new` starts; traffic follows `new` and what `old` left goes.
+fn migrate(old: &str, new: &str) -> Lab {
+    let mut lab = Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "client-a1")]);
+    lab.set_app("web-b1", Some("other"));
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start_in(old, &[]);
+    lab.eventually("the old mode to serve", || only_web(&lab, "web-a1"));
+    lab.stop();
+    lab.set_app("web-a1", Some("other"));
+    lab.set_app("web-b1", Some("web"));
+    lab.start_in(new, &[]);
+    lab.eventually("the report", || lab.log().contains("removed what other proxy modes left on this node"));
+    assert!(only_web(&lab, "web-b1"), "{old} -> {new}: traffic follows {new}\n{}", lab.log_tail());
+    lab
+}
+
+#[test]
+fn the_nftables_modes_tables_go_when_the_ipvs_mode_starts() {
+    if !vm::in_guest() {
+        return in_vm("the_nftables_modes_tables_go_when_the_ipvs_mode_starts");
+    }
+    let lab = migrate("nftables", "ipvs");
+    assert!(lab.log().contains("ip kproxy"), "the report names the table\n{}", lab.log_tail());
+}
+
+#[test]
+fn the_ipvs_modes_servers_and_interface_go_when_the_nftables_mode_starts() {
+    if !vm::in_guest() {
+        return in_vm("the_ipvs_modes_servers_and_interface_go_when_the_nftables_mode_starts");
+    }
+    let lab = migrate("ipvs", "nftables");
+    assert!(lab.node().exec("ip", &["link", "show", "kube-ipvs0"]).is_err(), "kube-ipvs0 goes");
+    // A netlink socket stays in the namespace it was opened in.
+    let servers = lab.node().enter(|| {
+        kproxy_netlink::ipvs::Client::connect().and_then(|mut ipvs| ipvs.services()).map(|s| s.entries.len())
+    });
+    assert_eq!(servers.expect("listing virtual servers in node-a"), 0, "no virtual server is left");
+}

@@ -14,6 +14,7 @@ mod dataplane;
 mod dry_run;
 mod iptables;
 mod ipvs;
+pub mod leftovers;
 mod nftables;
 mod no_local;
 mod runner;

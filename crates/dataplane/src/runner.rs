@@ -77,6 +77,8 @@ pub struct Runner {
     retry_at: Option<Instant>,
     /// Changes taken from the state but not yet applied (a failed sync's).
     unapplied: Changes,
+    /// Told once, after the first successful sync.
+    first_sync: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Runner {
@@ -103,7 +105,15 @@ impl Runner {
             failures: 0,
             retry_at: None,
             unapplied: Changes::default(),
+            first_sync: None,
         }
+    }
+
+    /// Tells `done` once the first sync has applied: the node then carries
+    /// this process's rules (what another proxy left can go).
+    pub fn on_first_sync(mut self, done: tokio::sync::oneshot::Sender<()>) -> Self {
+        self.first_sync = Some(done);
+        self
     }
 
     /// Runs until `shutdown` completes. The programmed state stays in place
@@ -264,6 +274,10 @@ impl Runner {
         self.next_full = false;
         if kind == SyncKind::Full {
             self.last_full = Some(now);
+        }
+        if let Some(done) = self.first_sync.take() {
+            // Nobody waiting is fine.
+            let _ = done.send(());
         }
     }
 }

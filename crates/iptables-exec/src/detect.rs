@@ -98,6 +98,11 @@ async fn detect_on(choice: BackendChoice, path: &OsStr) -> Result<Detection, Ipt
     Ok(detection)
 }
 
+/// Whether every tool of `backend` is on `PATH`.
+pub fn installed(backend: Backend) -> bool {
+    first_missing(backend, &std::env::var_os("PATH").unwrap_or_default()).is_none()
+}
+
 /// The first of `backend`'s tools that is not in `path`.
 fn first_missing(backend: Backend, path: &OsStr) -> Option<String> {
     backend.tools().into_iter().find(|tool| !command::installed(tool, path))

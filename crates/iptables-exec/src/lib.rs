@@ -11,7 +11,9 @@
 //! - [`Iptables::chains`] lists the chains of tables: over netlink with
 //!   the nft backend (much faster than `iptables-nft-save` with 100,000
 //!   chains), from `*-save` with the legacy one;
-//! - [`Iptables::cleanup`] removes listed jump rules and chains by prefix.
+//! - [`Iptables::cleanup`] removes listed jump rules and chains by prefix;
+//! - [`Iptables::remove_chains`] removes chains another proxy left, with
+//!   the jumps to them found in the built-in chains.
 //!
 //! This crate runs the tools (and its netlink dumps) in the calling
 //! thread's network namespace and plans nothing: payloads come from the
@@ -25,12 +27,14 @@ mod cleanup;
 mod command;
 mod detect;
 mod error;
+mod leftovers;
 mod restore;
 mod save;
 
 pub use backend::{Backend, BackendChoice, Table};
 pub use canary::CANARY_CHAIN;
 pub use cleanup::{Cleaned, Cleanup, JumpRule};
-pub use detect::{Detection, Reason, detect};
+pub use detect::{Detection, Reason, detect, installed};
 pub use error::IptablesError;
+pub use leftovers::Removed;
 pub use restore::{DEFAULT_TIMEOUT, Iptables, LOCK_WAIT_SECONDS};

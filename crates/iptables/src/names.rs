@@ -30,6 +30,58 @@ pub const KUBE_FIREWALL: &str = "KUBE-FIREWALL";
 /// Prefixes of the per-service nat chains (upstream's `isServiceChainName`).
 pub const SERVICE_CHAIN_PREFIXES: [&str; 5] = ["KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-"];
 
+/// Chains only upstream's IPVS mode makes (its `KUBE-SERVICES`,
+/// `KUBE-POSTROUTING`, ... share the iptables mode's names); nat's
+/// `KUBE-FIREWALL` is old IPVS versions' source-range chain, not kubelet's
+/// filter chain of that name.
+const IPVS_MODE_CHAINS: [(&str, &str); 6] = [
+    ("nat", "KUBE-NODE-PORT"),
+    ("nat", "KUBE-LOAD-BALANCER"),
+    ("nat", "KUBE-FIREWALL"),
+    ("filter", "KUBE-SOURCE-RANGES-FIREWALL"),
+    ("filter", "KUBE-IPVS-FILTER"),
+    ("filter", "KUBE-IPVS-OUT-FILTER"),
+];
+
+/// Chains of upstream's iptables mode (and kproxy's) outside the
+/// per-service ones: the dispatch and fixed chains, and the canary.
+const IPTABLES_MODE_CHAINS: [(&str, &str); 12] = [
+    ("nat", "KUBE-SERVICES"),
+    ("nat", "KUBE-NODEPORTS"),
+    ("nat", "KUBE-POSTROUTING"),
+    ("nat", "KUBE-MARK-MASQ"),
+    ("nat", "KUBE-PROXY-CANARY"),
+    ("filter", "KUBE-SERVICES"),
+    ("filter", "KUBE-EXTERNAL-SERVICES"),
+    ("filter", "KUBE-FORWARD"),
+    ("filter", "KUBE-NODEPORTS"),
+    ("filter", "KUBE-PROXY-FIREWALL"),
+    ("filter", "KUBE-PROXY-CANARY"),
+    ("mangle", "KUBE-PROXY-CANARY"),
+];
+
+/// Per-service chain prefixes any kube-proxy version wrote: today's, and
+/// `KUBE-XLB-` (the Local-policy chain before 1.24).
+const PROXY_SERVICE_PREFIXES: [&str; 6] = ["KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-", "KUBE-XLB-"];
+
+/// Whether `chain` in `table` is a service proxy's: one that upstream
+/// kube-proxy's iptables or IPVS mode, or kproxy's iptables mode, makes.
+/// Never kubelet's chains (`KUBE-FIREWALL` in filter, `KUBE-KUBELET-CANARY`,
+/// `KUBE-IPTABLES-HINT`, `KUBE-MARK-DROP`), which the kubelet still uses
+/// when the proxy changes.
+pub fn is_proxy_chain(table: &str, chain: &str) -> bool {
+    IPTABLES_MODE_CHAINS.contains(&(table, chain))
+        || is_ipvs_mode_chain(table, chain)
+        || (table == "nat" && PROXY_SERVICE_PREFIXES.iter().any(|p| chain.starts_with(p)))
+}
+
+/// Whether `chain` in `table` is one only upstream's IPVS mode makes, or a
+/// per-service chain no kproxy version writes (`KUBE-XLB-`): stale under
+/// the iptables mode too.
+pub fn is_ipvs_mode_chain(table: &str, chain: &str) -> bool {
+    IPVS_MODE_CHAINS.contains(&(table, chain)) || (table == "nat" && chain.starts_with("KUBE-XLB-"))
+}
+
 /// Upstream's `ServicePortName.String()`: `ns/name:port`, or `ns/name` for
 /// an unnamed port (the protocol is not part of it).
 pub fn port_name_string(name: &ServicePortName) -> String {
@@ -112,6 +164,32 @@ mod tests {
     use kproxy_model::{Protocol, ServiceName};
 
     use super::*;
+
+    #[test]
+    fn proxy_chains_are_kube_proxys_of_every_mode_and_never_kubelets() {
+        for (table, chain) in [
+            ("nat", "KUBE-SVC-NPX46M4PTMTKRN6Y"),
+            ("nat", "KUBE-XLB-AAAA"),
+            ("nat", "KUBE-MARK-MASQ"),
+            ("filter", "KUBE-IPVS-FILTER"),
+            ("mangle", "KUBE-PROXY-CANARY"),
+            ("nat", "KUBE-FIREWALL"),
+        ] {
+            assert!(is_proxy_chain(table, chain), "{table} {chain}");
+        }
+        for (table, chain) in [
+            ("filter", "KUBE-FIREWALL"),
+            ("mangle", "KUBE-KUBELET-CANARY"),
+            ("mangle", "KUBE-IPTABLES-HINT"),
+            ("nat", "KUBE-MARK-DROP"),
+            ("filter", "KUBE-SVC-AAAA"),
+            ("nat", "CNI-HOSTPORT-DNAT"),
+        ] {
+            assert!(!is_proxy_chain(table, chain), "{table} {chain}");
+        }
+        assert!(is_ipvs_mode_chain("nat", "KUBE-LOAD-BALANCER"));
+        assert!(!is_ipvs_mode_chain("nat", "KUBE-SERVICES"), "the iptables mode's too");
+    }
 
     fn name(ns: &str, svc: &str, port: &str) -> ServicePortName {
         ServicePortName::new(ServiceName::new(ns, svc), port, Protocol::Tcp)

@@ -481,6 +481,78 @@ impl Drop for Lab {
     }
 }
 
+impl Lab {
+    /// Loads what `kproxy render --proxy-mode iptables` prints for the
+    /// lab's manifests (with the lab's flags and `extra`) with `backend`'s
+    /// tools, as an operator would: each family's payload with
+    /// `iptables-restore --noflush`, then the jump rules. Upstream
+    /// kube-proxy's iptables mode writes the same chains and rules.
+    pub fn load_rendered_iptables(&self, backend: &str, extra: &[&str]) {
+        let dir = self.dir.path().display().to_string();
+        let mut args = vec!["render".to_owned(), "--manifests".to_owned(), dir];
+        args.extend(Self::flags_in("iptables"));
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, script) = self.kproxy(&args);
+        assert!(ok, "{script}");
+        let (mut tool, mut payloads, mut jumps) = ("", Vec::<(&str, String)>::new(), Vec::new());
+        for line in script.lines() {
+            if line.starts_with("# IPv4: ") || line.starts_with("# IPv6: ") {
+                tool = if line.starts_with("# IPv4") { "iptables" } else { "ip6tables" };
+                if line.ends_with("-restore --noflush") {
+                    payloads.push((tool, String::new()));
+                }
+            } else if let Some(jump) = line.strip_prefix("# -t ") {
+                jumps.push((tool, words(&format!("-t {jump}"))));
+            } else if !line.starts_with('#') {
+                let payload = &mut payloads.last_mut().expect("a payload heading first").1;
+                payload.push_str(line);
+                payload.push('\n');
+            }
+        }
+        assert_eq!(payloads.iter().map(|(t, _)| *t).collect::<Vec<_>>(), ["iptables", "ip6tables"], "{script}");
+        assert!(jumps.len() > 20, "{script}");
+        for (tool, payload) in &payloads {
+            let path = self.dir.path().join(format!("{tool}.rules"));
+            std::fs::write(&path, payload).expect("writing the payload");
+            let path = path.display().to_string();
+            self.node()
+                .exec(&format!("{tool}-{backend}-restore"), &["--noflush", &path])
+                .unwrap_or_else(|e| panic!("{tool}-restore loads the rendered payload: {e}\n{payload}"));
+        }
+        for (tool, args) in &jumps {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            self.node().exec(&format!("{tool}-{backend}"), &args).unwrap_or_else(|e| panic!("{tool} {args:?}: {e}"));
+        }
+    }
+}
+
+/// A rendered jump rule's arguments: words split at white space, a
+/// "double-quoted" one (backslash escapes inside) kept together.
+pub fn words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let (mut quoted, mut escaped) = (false, false);
+    for c in line.chars() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+            continue;
+        } else if c == '"' {
+            quoted = !quoted;
+            word.get_or_insert_default();
+            continue;
+        } else if c.is_whitespace() && !quoted {
+            words.extend(word.take());
+            continue;
+        }
+        word.get_or_insert_default().push(c);
+    }
+    words.extend(word);
+    words
+}
+
 /// One request's result, comparable and printable.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {

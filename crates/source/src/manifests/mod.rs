@@ -9,6 +9,7 @@
 //! used to define and no longer validly defines are kept, so a typo never
 //! drops a running service; deleting the file removes its objects.
 
+mod budget;
 mod folder;
 mod parse;
 mod watch;

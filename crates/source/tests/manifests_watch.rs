@@ -182,17 +182,18 @@ async fn a_burst_of_writes_is_read_once_when_it_settles() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("web.yaml"), service(1)).unwrap();
     let options = WatchOptions {
-        debounce: Duration::from_millis(1500),
+        debounce: Duration::from_secs(2),
         ..capped(Duration::from_secs(30), Duration::from_secs(3600))
     };
     let (mut source, _) = Running::start(dir.path(), options).await;
     for version in 2..=6 {
         std::fs::write(dir.path().join("web.yaml"), service(version)).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        // The source runs meanwhile, and sees each write.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let event = source.next(Duration::from_secs(15)).await.expect("read within 15 s");
     assert_eq!(version_of(&event), Some(6), "{event:?}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(source.reads.get(), 2, "the initial read and one for the burst");
     assert!(source.events.try_recv().is_err());
 }

@@ -181,10 +181,8 @@ async fn the_periodic_rescan_is_not_held_back_by_changes_that_never_settle() {
 async fn a_burst_of_writes_is_read_once_when_it_settles() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("web.yaml"), service(1)).unwrap();
-    let options = WatchOptions {
-        debounce: Duration::from_secs(2),
-        ..capped(Duration::from_secs(30), Duration::from_secs(3600))
-    };
+    let options =
+        WatchOptions { debounce: Duration::from_secs(2), ..capped(Duration::from_secs(30), Duration::from_secs(3600)) };
     let (mut source, _) = Running::start(dir.path(), options).await;
     for version in 2..=6 {
         std::fs::write(dir.path().join("web.yaml"), service(version)).unwrap();

@@ -121,7 +121,7 @@ async fn serve(
                 invalid_documents: metrics.manifest_invalid_documents.clone(),
                 reads: metrics.manifest_reads.clone(),
             };
-            let source = ManifestSource::new(folder, WatchOptions::default(), counters);
+            let source = ManifestSource::new(folder, watch_options(config.min_sync_period), counters);
             tokio::spawn(async move { source.run(events_tx).await.map_err(anyhow::Error::from) })
         }
         Source::Kube(connection) => {
@@ -208,6 +208,14 @@ async fn serve(
     Ok(ExitCode::SUCCESS)
 }
 
+/// A folder that keeps changing is read at least once per `minSyncPeriod`
+/// (kproxy would not sync more often anyway); with `minSyncPeriod: 0`, once
+/// per debounce, so an editor's save still settles before it is read.
+fn watch_options(min_sync_period: Duration) -> WatchOptions {
+    let defaults = WatchOptions::default();
+    WatchOptions { max_wait: min_sync_period.max(defaults.debounce), ..defaults }
+}
+
 /// A configuration mistake is a usage error (exit 64); a server that
 /// refuses or does not answer is a failure (exit 1).
 fn startup(e: ConnectError) -> anyhow::Error {
@@ -263,5 +271,16 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changing_folder_is_read_at_least_once_per_min_sync_period_and_never_faster_than_the_debounce() {
+        assert_eq!(watch_options(Duration::from_secs(5)).max_wait, Duration::from_secs(5));
+        assert_eq!(watch_options(Duration::ZERO).max_wait, WatchOptions::default().debounce);
     }
 }

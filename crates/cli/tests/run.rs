@@ -96,3 +96,58 @@ fn run_serves_state_and_health_and_follows_the_folder() {
     assert!(body.contains("kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"}"), "{body}");
     assert!(Path::new(dir.path()).exists());
 }
+
+/// A folder rewritten every 20 ms, faster than the 200 ms debounce, is
+/// still read at least once per `minSyncPeriod` while the writer goes on.
+#[test]
+fn run_follows_a_folder_that_never_stops_changing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.yaml"), service("v0", "10.96.0.1")).unwrap();
+    let (healthz, metrics) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
+        .args(["run", "--manifests", &dir.path().display().to_string(), "--hostname-override", "node-a"])
+        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
+        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+        .args(["--iptables-min-sync-period", "500ms"])
+        .arg("--dry-run")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _running = Running(child);
+    eventually("the first sync", || get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["v0"]));
+
+    // At most 2,000 writes or 40 s, by atomic rename (no half-written file).
+    let (stop, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let writer = {
+        let (dir, stop, done) = (dir.path().to_owned(), stop.clone(), done.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            for i in 1..=2000 {
+                if stop.load(Ordering::SeqCst) || started.elapsed() > Duration::from_secs(40) {
+                    break;
+                }
+                std::fs::write(dir.join(".a.yaml.tmp"), service(&format!("v{i}"), "10.96.0.1")).unwrap();
+                std::fs::rename(dir.join(".a.yaml.tmp"), dir.join("a.yaml")).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut served = vec!["v0".to_owned()];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while served.len() < 3 && Instant::now() < deadline {
+        let now = get(metrics, "/state").and_then(|(_, body)| service_names(&body).pop());
+        if let Some(name) = now.filter(|name| name != served.last().unwrap()) {
+            assert!(!done.load(Ordering::SeqCst), "served {name} only after the writer stopped");
+            served.push(name);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    assert_eq!(served.len(), 3, "the folder was not read while it kept changing: served {served:?}");
+}

@@ -206,7 +206,8 @@ async fn changes_on_disk_reach_the_state_and_bad_documents_are_counted() {
     let counters = SourceCounters::default();
     let counter = counters.invalid_documents.clone();
     let reads = counters.reads.clone();
-    let options = WatchOptions { debounce: Duration::from_millis(50), rescan: Duration::from_secs(3600) };
+    let options =
+        WatchOptions { debounce: Duration::from_millis(50), rescan: Duration::from_secs(3600), ..Default::default() };
     let source = ManifestSource::new(Folder::new(dir.path()).unwrap(), options, counters);
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let task = tokio::spawn(source.run(tx));

@@ -2,9 +2,11 @@
 //! changed since the last read.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use kproxy_state::{Object, ObjectKey, SourceEvent};
+use tracing::debug;
 
 use super::parse::{Parsed, parse_file};
 use super::{ManifestError, SourceError};
@@ -92,6 +94,13 @@ impl Folder {
                 Ok(text) => {
                     self.unreadable.remove(path);
                     text
+                }
+                // Gone since it was listed: as if it had not been listed.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.files.remove(path);
+                    self.unreadable.remove(path);
+                    reload.files -= 1;
+                    continue;
                 }
                 Err(e) => {
                     // Unreadable now (being rewritten, permissions): keep
@@ -185,26 +194,61 @@ impl Folder {
     }
 }
 
-/// Every `.yaml`, `.yml` and `.json` file under `dir`, sorted, skipping
-/// hidden entries.
+/// Every `.yaml`, `.yml` and `.json` file under `dir`, sorted.
+///
+/// Hidden entries are skipped: editor swap files, and a ConfigMap volume's
+/// `..data` and `..2026_01_15_...` directories, whose files the volume's
+/// top-level names already link to. Symlinks are followed, but a directory
+/// or file reached a second time (a symlink loop, two links to one place)
+/// is not read again: the first path in sorted order keeps it.
 fn manifest_files(dir: &Path) -> Result<BTreeSet<PathBuf>, SourceError> {
     let mut out = BTreeSet::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(dir) = pending.pop() {
-        let list = |source| SourceError::List { path: dir.clone(), source };
-        for entry in std::fs::read_dir(&dir).map_err(list)? {
-            let path = entry.map_err(list)?.path();
-            let hidden = path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.'));
-            if hidden {
-                continue;
+    let mut seen = BTreeSet::new();
+    if let Ok(meta) = std::fs::metadata(dir) {
+        seen.insert((meta.dev(), meta.ino()));
+    }
+    walk(dir, &mut seen, &mut out)?;
+    Ok(out)
+}
+
+fn walk(dir: &Path, seen: &mut BTreeSet<(u64, u64)>, out: &mut BTreeSet<PathBuf>) -> Result<(), SourceError> {
+    let list = |source| SourceError::List { path: dir.to_owned(), source };
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(list)? {
+        entries.push(entry.map_err(list)?.path());
+    }
+    entries.sort();
+    for path in entries {
+        let hidden = path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.'));
+        let manifest = path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if hidden {
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => {
+                if seen.insert((meta.dev(), meta.ino())) {
+                    walk(&path, seen, out)?;
+                }
             }
-            // Follows symlinks: ConfigMap mounts are symlinks into `..data`.
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json")) {
-                out.insert(path);
+            Ok(meta) => {
+                if manifest && seen.insert((meta.dev(), meta.ino())) {
+                    out.insert(path);
+                }
+            }
+            // A symlink to nothing (yet): a ConfigMap volume links a new
+            // key's name before its data appears, and unlinks a removed
+            // key's name only after its data is gone.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                debug!(path = %path.display(), "skipping a symlink to nothing");
+            }
+            // Cannot tell (permissions, a link to itself): reading it will
+            // say why.
+            Err(_) => {
+                if manifest {
+                    out.insert(path);
+                }
             }
         }
     }
-    Ok(out)
+    Ok(())
 }

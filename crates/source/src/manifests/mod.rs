@@ -1,14 +1,18 @@
 //! A folder of Kubernetes manifests as a source.
 //!
 //! Files ending in `.yaml`, `.yml` or `.json` anywhere under the folder are
-//! read (hidden files and folders are skipped, so editor swap files and a
-//! ConfigMap mount's `..data` do not count twice). Each document is one
-//! object, or a `kind: List` of them. A document that fails to parse or
-//! validate is reported with its file, index, line and object, counted, and
-//! skipped; the rest keeps being served. While a file has errors, objects it
-//! used to define and no longer validly defines are kept, so a typo never
-//! drops a running service; deleting the file removes its objects.
+//! read, through symlinks, each once (hidden files and folders are skipped,
+//! so editor swap files and a ConfigMap volume's `..data` do not count
+//! twice). Each document is one object, or a `kind: List` of them (a
+//! `kubectl get -o yaml|json` dump); aliases are limited per object, never
+//! per file. A document that fails to parse or validate is reported with its
+//! file, index, line and object, counted, and skipped; the rest keeps being
+//! served. While a file has errors, objects it used to define and no longer
+//! validly defines are kept, so a typo never drops a running service;
+//! deleting the file removes its objects. Changes are read once they settle,
+//! and at least every `max_wait` while they do not.
 
+mod budget;
 mod folder;
 mod parse;
 mod watch;

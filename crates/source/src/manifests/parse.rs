@@ -9,7 +9,7 @@ use kproxy_state::{Object, convert};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::ManifestError;
+use super::{ManifestError, budget};
 
 /// What one document (or one item of a `List`) turned into.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,22 +82,10 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
         let error = |line: usize, object: Option<String>, reason: String| {
             Parsed::Invalid(ManifestError { file: path.to_owned(), document: doc.index, line, object, reason })
         };
-        let options = serde_saphyr::options! { with_snippet: false };
-        let value: Value = match serde_saphyr::from_str_with_options(&doc.text, options) {
+        let value = match tree(&doc) {
             Ok(value) => value,
             Err(e) => {
-                // Report the line in the file, not in the document.
-                let (line, reason) = match e.location() {
-                    Some(at) => {
-                        let line = doc.first_line + at.line() as usize - 1;
-                        let suffix = format!(" at line {}, column {}", at.line(), at.column());
-                        let message = e.to_string();
-                        let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
-                        (line, format!("line {line} column {}: {message}", at.column()))
-                    }
-                    None => (doc.start_line, e.to_string()),
-                };
-                out.push(error(line, None, format!("invalid YAML: {reason}")));
+                out.push(Parsed::Invalid(e));
                 continue;
             }
         };
@@ -131,6 +119,53 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
         }
     }
     out
+}
+
+/// The document's tree, or where and why it cannot be read. JSON (kubectl's
+/// `-o json`) is read as JSON: it has no aliases to guard against, and reads
+/// many times faster; anything else (or JSON that is not valid JSON, as YAML
+/// allows) as YAML, with the limits of [`budget`]. The error's `file` is
+/// filled in by the caller.
+fn tree(doc: &Document) -> Result<Value, ManifestError> {
+    let invalid = |line: usize, object: Option<String>, reason: String| ManifestError {
+        file: Default::default(),
+        document: doc.index,
+        line,
+        object,
+        reason,
+    };
+    if doc.text.trim_start().starts_with('{')
+        && let Ok(value) = serde_json::from_str(&doc.text)
+    {
+        return Ok(value);
+    }
+    // Aliases are measured before anything is expanded: the limits are per
+    // object, so a List of any length loads.
+    let allowance = budget::allowance(&doc.text).map_err(|too_large| {
+        let line = doc.first_line + too_large.line - 1;
+        invalid(line, too_large.item.map(|i| format!("item {i}")), too_large.reason)
+    })?;
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        budget: Some(allowance.budget),
+        alias_limits: allowance.alias_limits,
+        // Comments are not needed, and would count against the budget.
+        emit_comments: false,
+    };
+    serde_saphyr::from_str_with_options(&doc.text, options).map_err(|e| {
+        // Report the line in the file, not in the document.
+        let (line, reason) = match e.location() {
+            Some(at) => {
+                let line = doc.first_line + at.line() as usize - 1;
+                let suffix = format!(" at line {}, column {}", at.line(), at.column());
+                let message = e.to_string();
+                let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
+                (line, format!("line {line} column {}: {message}", at.column()))
+            }
+            None => (doc.start_line, e.to_string()),
+        };
+        invalid(line, None, format!("invalid YAML: {reason}"))
+    })
 }
 
 fn kind_of(value: &Value) -> (Option<&str>, Option<&str>) {

@@ -1,5 +1,6 @@
-//! Keeping the folder's objects current: inotify, debounced, plus a slow
-//! periodic rescan for filesystems that do not notify.
+//! Keeping the folder's objects current: inotify, debounced but never for
+//! longer than `max_wait`, plus a slow periodic rescan for filesystems that
+//! do not notify.
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use kproxy_state::SourceEvent;
 use notify::{RecursiveMode, Watcher};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use super::SourceError;
@@ -18,13 +20,17 @@ pub struct WatchOptions {
     /// Quiet time after the last change notification before reading: an
     /// editor's save is several events.
     pub debounce: Duration,
-    /// Re-read this often even without notifications.
+    /// Longest a read waits for the changes to settle, from the first
+    /// change: a folder that never stops changing is still read this often.
+    /// kproxy passes `minSyncPeriod`, the fastest it would sync anyway.
+    pub max_wait: Duration,
+    /// Re-read this long after the last read even without notifications.
     pub rescan: Duration,
 }
 
 impl Default for WatchOptions {
     fn default() -> Self {
-        Self { debounce: Duration::from_millis(200), rescan: Duration::from_secs(60) }
+        Self { debounce: Duration::from_millis(200), max_wait: Duration::from_secs(1), rescan: Duration::from_secs(60) }
     }
 }
 
@@ -49,15 +55,17 @@ impl ManifestSource {
         Self { folder, options, counters }
     }
 
-    /// Reads the folder once, logs what it found, and returns the events.
-    pub fn load(&mut self) -> Result<Vec<SourceEvent>, SourceError> {
-        let reload = self.reload()?;
-        Ok(self.report(reload))
-    }
-
-    fn reload(&mut self) -> Result<Reload, SourceError> {
+    /// Reads the folder, logs what it found, and returns the events.
+    fn read(&mut self) -> Result<Vec<SourceEvent>, SourceError> {
         self.counters.reads.inc();
-        self.folder.reload()
+        // A cluster dump takes seconds to parse: on a multi-threaded
+        // runtime, its other tasks move to another thread meanwhile.
+        let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+        let reload = match flavor {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| self.folder.reload()),
+            _ => self.folder.reload(),
+        }?;
+        Ok(self.report(reload))
     }
 
     fn report(&self, reload: Reload) -> Vec<SourceEvent> {
@@ -83,6 +91,7 @@ impl ManifestSource {
     /// being replaced must not take services down.
     pub async fn run(mut self, events: mpsc::Sender<SourceEvent>) -> Result<(), SourceError> {
         let (notify_tx, mut notified) = mpsc::unbounded_channel();
+        let watch_error = |source| SourceError::Watch { path: self.folder.dir().to_owned(), source };
         let mut watcher = notify::recommended_watcher(move |result: notify::Result<notify::Event>| {
             // Opening and reading files (kproxy's own reads among them) is
             // no change: reacting to it would re-read the folder forever.
@@ -90,40 +99,29 @@ impl ManifestSource {
                 return;
             }
             // A closed receiver means the source is shutting down.
-            let _ = notify_tx.send(result.is_ok());
+            let _ = notify_tx.send(());
         })
-        .map_err(|source| SourceError::Watch { path: self.folder.dir().to_owned(), source })?;
-        watcher
-            .watch(self.folder.dir(), RecursiveMode::Recursive)
-            .map_err(|source| SourceError::Watch { path: self.folder.dir().to_owned(), source })?;
+        .map_err(watch_error)?;
+        watcher.watch(self.folder.dir(), RecursiveMode::Recursive).map_err(watch_error)?;
 
-        let initial = self.load()?;
+        let initial = self.read()?;
         for event in initial.into_iter().chain([SourceEvent::Synced]) {
             if events.send(event).await.is_err() {
                 return Ok(());
             }
         }
-        let mut rescan = tokio::time::interval(self.options.rescan);
-        rescan.tick().await;
         loop {
+            let rescan_at = Instant::now() + self.options.rescan;
             tokio::select! {
                 note = notified.recv() => {
-                    if note.is_none() {
+                    if note.is_none() || !settle(&mut notified, &self.options, rescan_at).await {
                         return Ok(());
                     }
-                    // Let the burst settle.
-                    loop {
-                        match tokio::time::timeout(self.options.debounce, notified.recv()).await {
-                            Ok(Some(_)) => continue,
-                            Ok(None) => return Ok(()),
-                            Err(_) => break,
-                        }
-                    }
                 }
-                _ = rescan.tick() => {}
+                () = tokio::time::sleep_until(rescan_at) => {}
             }
-            let changes = match self.reload() {
-                Ok(reload) => self.report(reload),
+            let changes = match self.read() {
+                Ok(changes) => changes,
                 Err(e) => {
                     warn!(error = %e, "cannot read the manifest folder; keeping the last objects");
                     continue;
@@ -134,6 +132,27 @@ impl ManifestSource {
                     return Ok(());
                 }
             }
+        }
+    }
+}
+
+/// Lets a burst of changes settle, the first of which was just received:
+/// returns once no change came for `debounce`, or `max_wait` after the
+/// first change (or at `rescan_at`), whichever is first: a folder rewritten
+/// faster than the debounce is still read. False when the watcher is gone.
+async fn settle(notified: &mut mpsc::UnboundedReceiver<()>, options: &WatchOptions, rescan_at: Instant) -> bool {
+    let deadline = (Instant::now() + options.max_wait).min(rescan_at);
+    loop {
+        let now = Instant::now();
+        // Checked before waiting: with changes always queued, the wait
+        // below would never time out.
+        if now >= deadline {
+            return true;
+        }
+        match tokio::time::timeout_at((now + options.debounce).min(deadline), notified.recv()).await {
+            Ok(Some(())) => {}
+            Ok(None) => return false,
+            Err(_) => return true,
         }
     }
 }

@@ -203,10 +203,10 @@ impl Lab {
         let mut flags = Self::flags_in(mode);
         // A test's own minimum sync period replaces the lab's (the flag may
         // be given once).
-        if let Some(i) = flags.iter().position(|f| f.ends_with("-min-sync-period")) {
-            if extra.contains(&flags[i].as_str()) {
-                flags.drain(i..=i + 1);
-            }
+        if let Some(i) = flags.iter().position(|f| f.ends_with("-min-sync-period"))
+            && extra.contains(&flags[i].as_str())
+        {
+            flags.drain(i..=i + 1);
         }
         let mut command = Command::new(kproxy_binary());
         command

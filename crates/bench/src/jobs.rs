@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::iptables::{IptablesBackend, PayloadShape};
 use crate::workload::Spec;
-use crate::{floor, iptables, kube, latency, process, sync, userspace};
+use crate::{floor, iptables, kube, latency, pacing, process, sync, userspace};
 
 /// Set by the harness to the `dev:inode` of its own network namespace.
 pub const HOST_NETNS_ENV: &str = "KPROXY_BENCH_HOST_NETNS";
@@ -43,6 +43,8 @@ pub enum Job {
     Iptables { backend: IptablesBackend, services: usize, endpoints: usize, changes: usize },
     /// A real runner fed `rate` endpoint changes per second.
     Latency { services: usize, endpoints: usize, rate: u32, seconds: f64, min_sync_ms: u64 },
+    /// A real runner fed rounds of changes shortly after one another.
+    Pacing { services: usize, endpoints: usize, params: pacing::Params },
     /// One-element transactions on a tiny table: the kernel's floor.
     Floor { samples: usize },
     /// The real `kproxy` binary on a manifest folder: `run --once`, or
@@ -66,6 +68,9 @@ impl Job {
             Job::Upstream { services, .. } => format!("nft -f upstream layout, {services} services"),
             Job::Iptables { backend, services, .. } => format!("iptables ({}), {services} services", backend.as_str()),
             Job::Latency { services, rate, .. } => format!("latency, {services} services, {rate} changes/s"),
+            Job::Pacing { params: p, .. } => {
+                format!("pacing, burst {}, {} changes {} ms apart", p.burst, p.changes, p.gap_ms)
+            }
             Job::Kproxy { idle, .. } => format!("kproxy run{}", if *idle { " (idle)" } else { " --once" }),
             Job::Floor { .. } => "one-element transactions".into(),
             Job::Kube { services, .. } => format!("kproxy run from the API server, {services} services"),
@@ -152,6 +157,7 @@ pub struct Floor {
 pub enum Outcome {
     Sync(SyncTimes),
     Latency(Latencies),
+    Pacing(pacing::Paced),
     Process(ProcessStats),
     Floor(Floor),
     Userspace(userspace::UserspaceRun),
@@ -186,6 +192,9 @@ pub fn work(job: &str) -> anyhow::Result<()> {
         Job::Latency { services, endpoints, rate, seconds, min_sync_ms } => {
             let spec = Spec::new(services, endpoints);
             Outcome::Latency(runtime.block_on(latency::measure(spec, rate, seconds, min_sync_ms))?)
+        }
+        Job::Pacing { services, endpoints, params } => {
+            Outcome::Pacing(runtime.block_on(pacing::measure(Spec::new(services, endpoints), params))?)
         }
         Job::Floor { samples } => Outcome::Floor(runtime.block_on(floor::measure(samples))?),
         Job::Kproxy { binary, manifests, idle, timeout_s } => {

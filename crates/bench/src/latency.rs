@@ -8,13 +8,14 @@
 //! carried that change.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kproxy_admin::{Health, HealthChecks, Metrics, SystemClock};
 use kproxy_dataplane::{Dataplane, Nftables, Runner, RunnerConfig, RunnerHandles, SyncFuture, SyncRequest};
 use kproxy_model::{ProxyState, ServiceName};
-use kproxy_state::StateBuilder;
+use kproxy_state::{SourceEvent, StateBuilder};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
@@ -29,14 +30,14 @@ const FIRST_SYNC: Duration = Duration::from_secs(600);
 
 /// One completed sync.
 #[derive(Clone, Debug)]
-struct Record {
-    done: Instant,
-    took: Duration,
-    ok: bool,
-    services: BTreeSet<ServiceName>,
+pub(crate) struct Record {
+    pub done: Instant,
+    pub took: Duration,
+    pub ok: bool,
+    pub services: BTreeSet<ServiceName>,
 }
 
-type Log = Arc<Mutex<Vec<Record>>>;
+pub(crate) type Log = Arc<Mutex<Vec<Record>>>;
 
 /// Delegates to `Nftables` and records when each sync returned and which
 /// services it carried.
@@ -62,23 +63,58 @@ impl Dataplane for Recorder {
     }
 }
 
-fn records(log: &Log) -> Vec<Record> {
+pub(crate) fn records(log: &Log) -> Vec<Record> {
     log.lock().unwrap_or_else(PoisonError::into_inner).clone()
 }
 
-/// Runs the runner and the change feed side by side on this thread.
-pub async fn measure(spec: Spec, rate: u32, seconds: f64, min_sync_ms: u64) -> anyhow::Result<Latencies> {
+/// What a feed gets: the runner's event channel, its syncs, its metrics.
+pub(crate) struct Rig {
+    pub events: mpsc::Sender<SourceEvent>,
+    pub log: Log,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Rig {
+    pub async fn send(&self, event: SourceEvent) -> anyhow::Result<()> {
+        self.events.send(event).await.map_err(|_| anyhow::anyhow!("the runner stopped"))
+    }
+
+    /// Sends the workload and waits for the first sync, which must succeed.
+    pub async fn load(&self, spec: &Spec) -> anyhow::Result<Record> {
+        for event in spec.events() {
+            self.send(event).await?;
+        }
+        let deadline = Instant::now() + FIRST_SYNC;
+        let first = loop {
+            if let Some(first) = records(&self.log).first().cloned() {
+                break first;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "no first sync within {FIRST_SYNC:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        anyhow::ensure!(first.ok, "the first sync failed");
+        Ok(first)
+    }
+}
+
+/// Runs a real runner with `config` over a recording `Nftables` beside
+/// `feed`, on this thread, until `feed` returns.
+pub(crate) async fn with_runner<T, F, Fut>(spec: &Spec, config: RunnerConfig, feed: F) -> anyhow::Result<T>
+where
+    F: FnOnce(Rig) -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
     spec.check()?;
     let log: Log = Arc::default();
     let dataplane = Recorder { inner: Nftables::new(plan_config()), log: Arc::clone(&log) };
+    let metrics = Arc::new(Metrics::new());
     let handles = RunnerHandles {
         health: Arc::new(Health::new(Duration::from_secs(3600))),
-        metrics: Arc::new(Metrics::new()),
+        metrics: Arc::clone(&metrics),
         state: watch::channel(Arc::new(ProxyState::default())).0,
         clock: Arc::new(SystemClock),
         health_checks: Arc::new(HealthChecks::default()),
     };
-    let config = RunnerConfig::new(Duration::from_millis(min_sync_ms), Duration::from_secs(3600));
     let runner = Runner::new(config, StateBuilder::new(spec.state_config()), Box::new(dataplane), handles);
     let (events, receiver) = mpsc::channel(4096);
     let (stop, stopped) = oneshot::channel::<()>();
@@ -86,7 +122,7 @@ pub async fn measure(spec: Spec, rate: u32, seconds: f64, min_sync_ms: u64) -> a
         let _ = stopped.await;
     };
     let feed = async move {
-        let result = feed(&spec, events, &log, rate, seconds).await;
+        let result = feed(Rig { events, log, metrics }).await;
         let _ = stop.send(());
         result
     };
@@ -94,27 +130,17 @@ pub async fn measure(spec: Spec, rate: u32, seconds: f64, min_sync_ms: u64) -> a
     result
 }
 
+/// Runs the runner and the change feed side by side on this thread.
+pub async fn measure(spec: Spec, rate: u32, seconds: f64, min_sync_ms: u64) -> anyhow::Result<Latencies> {
+    let config = RunnerConfig::new(Duration::from_millis(min_sync_ms), Duration::from_secs(3600));
+    with_runner(&spec, config, |rig| feed(&spec, rig, rate, seconds)).await
+}
+
 /// Sends the workload, waits for the first sync, sends the changes, and
 /// waits until each has been applied.
-async fn feed(
-    spec: &Spec,
-    events: mpsc::Sender<kproxy_state::SourceEvent>,
-    log: &Log,
-    rate: u32,
-    seconds: f64,
-) -> anyhow::Result<Latencies> {
-    for event in spec.events() {
-        events.send(event).await.map_err(|_| anyhow::anyhow!("the runner stopped"))?;
-    }
-    let deadline = Instant::now() + FIRST_SYNC;
-    let first = loop {
-        if let Some(first) = records(log).first().cloned() {
-            break first;
-        }
-        anyhow::ensure!(Instant::now() < deadline, "no first sync within {FIRST_SYNC:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    anyhow::ensure!(first.ok, "the first sync failed");
+async fn feed(spec: &Spec, rig: Rig, rate: u32, seconds: f64) -> anyhow::Result<Latencies> {
+    let first = rig.load(spec).await?;
+    let log = &rig.log;
 
     let count = (f64::from(rate) * seconds).round() as usize;
     anyhow::ensure!(count <= spec.services, "more changes than services: each change needs its own service");
@@ -126,7 +152,7 @@ async fn feed(
         let event = spec.change_event(i, k);
         tokio::time::sleep_until(start + period * u32::try_from(k).unwrap_or(u32::MAX)).await;
         sent.push((ServiceName::new(spec.namespace(i), spec.name(i)), Instant::now()));
-        events.send(event).await.map_err(|_| anyhow::anyhow!("the runner stopped"))?;
+        rig.send(event).await?;
     }
 
     let deadline = Instant::now() + DRAIN;
@@ -141,7 +167,7 @@ async fn feed(
 }
 
 /// When the first successful sync after `at` that carried `service` returned.
-fn applied_at(done: &[Record], service: &ServiceName, at: Instant) -> Option<Instant> {
+pub(crate) fn applied_at(done: &[Record], service: &ServiceName, at: Instant) -> Option<Instant> {
     done.iter().find(|r| r.ok && r.done >= at && r.services.contains(service)).map(|r| r.done)
 }
 

@@ -6,11 +6,12 @@
 //! binary's memory, network-programming latency under a stream of changes
 //! and first-packet latency through the kernel, compares with `nft -f` and
 //! with upstream kube-proxy's layout, measures the iptables mode's cold
-//! syncs and one-service changes (legacy and nft; not in `--quick`), compares the userspace mode with
-//! HAProxy (throughput, latency, memory per idle connection; not in
-//! `--quick`), and writes BENCHMARKS.md with a plot. Every nftables load and
-//! every packet happens inside `kp-` network namespaces this process creates
-//! (kproxy-sandbox), never in its own.
+//! syncs and one-service changes (legacy and nft; not in `--quick`) and how
+//! the runner paces changes shortly after one another (not in `--quick`),
+//! compares the userspace mode with HAProxy (throughput, latency, memory per
+//! idle connection; not in `--quick`), and writes BENCHMARKS.md with a plot.
+//! Every nftables load and every packet happens inside `kp-` network
+//! namespaces this process creates (kproxy-sandbox), never in its own.
 //!
 //! Not shipped; run it through `scripts/bench`.
 
@@ -23,6 +24,7 @@ mod kube;
 mod latency;
 mod machine;
 mod method;
+mod pacing;
 mod packet;
 mod plot;
 mod process;
@@ -121,6 +123,8 @@ enum Part {
     Userspace,
     /// The iptables mode's cold sync and one-service changes, both backends.
     Iptables,
+    /// Changes shortly after one another: the runner's pacing.
+    Pacing,
 }
 
 fn main() -> ExitCode {
@@ -246,6 +250,7 @@ fn run_only(
                 scenarios::iptables(&harness, &plan.iptables_sizes, plan.endpoints, plan.changes_per_run, &source);
             results.iptables = Some(section);
         }
+        Part::Pacing => results.pacing = Some(scenarios::pacing(&harness, &source)),
     }
     write_outputs(&results, &outputs.out, &outputs.plot, &outputs.json)?;
     print_summary(&results);

@@ -10,6 +10,7 @@ scripts/bench                   # full run (root; builds release first), 15-25 m
 scripts/bench --quick           # at most 10k services, 3 runs each, under 3 minutes; the CI guard
 scripts/bench --only userspace  # only the HAProxy comparison (about 4 minutes); keeps the rest
 scripts/bench --only iptables   # only the iptables mode, both backends, 1k and 10k (a few minutes); keeps the rest
+scripts/bench --only pacing     # only the sync pacing rounds (about 2 minutes); keeps the rest
 ```
 
 `--quick` exits non-zero when the median cold sync at 10k services exceeds 5 s or the median one-service
@@ -17,9 +18,9 @@ change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/ben
 `target/release/kproxy-bench manifests --services N DIR` writes the workload as a manifest folder.
 `--only userspace` measures kproxy's userspace mode against HAProxy alone and rewrites this file from
 `target/bench/results.json`, replacing that section and the targets it feeds; every other section stays as the
-last full run measured it; `--only iptables` does the same for the iptables mode. `--quick` leaves the
-iptables mode out (it needs `iptables-legacy-restore` and `iptables-nft-restore`). The full run (not
-`--quick`) installs `haproxy` and `wrk` with apt when missing.
+last full run measured it; `--only iptables` does the same for the iptables mode, `--only pacing` for the
+sync pacing. `--quick` leaves out the iptables mode (it needs `iptables-legacy-restore` and
+`iptables-nft-restore`) and the sync pacing. The full run (not `--quick`) installs `haproxy` and `wrk` with apt when missing.
 
 ## Method
 

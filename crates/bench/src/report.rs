@@ -87,6 +87,7 @@ pub fn markdown(r: &Results, plot: &str) -> String {
     iptables(&mut out, r);
     memory(&mut out, r);
     latency(&mut out, r);
+    pacing(&mut out, r);
     packets(&mut out, r);
     userspace(&mut out, r);
     notes(&mut out, r);
@@ -396,6 +397,67 @@ fn latency(out: &mut String, r: &Results) {
     );
 }
 
+fn pacing(out: &mut String, r: &Results) {
+    let _ = writeln!(out, "\n## Sync pacing: changes shortly after one another\n");
+    let Some(p) = &r.pacing else {
+        let _ = writeln!(out, "Not measured in this run (`scripts/bench --only pacing` measures it).");
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "Measured on {} from {} ({:.0} s). A real `kproxy_dataplane::Runner` (minSyncPeriod {} ms, the default) \
+         over a wrapper of `Nftables` at {} services. Each round waits until the runner's bucket of syncs is full \
+         again, then sends {} endpoint changes {} ms apart, each to another service; latency runs from a change's \
+         send to the commit of the first sync carrying it, pooled over {} rounds per run. Burst 2 is upstream \
+         kube-proxy's pacing (its bounded-frequency runner with `burstSyncs` 2) and kproxy's; burst 1 holds \
+         every sync to one per minSyncPeriod, as kproxy did before. The last column is the runner's own \
+         `kubeproxy_network_programming_duration_seconds` (each change carries its send time as trigger time): \
+         observations within 0.25 s, of all, and their mean.\n",
+        p.started,
+        if p.source.is_empty() { "an unrecorded commit" } else { &p.source },
+        p.duration_s,
+        p.min_sync_ms,
+        count(p.services),
+        p.changes,
+        p.gap_ms,
+        p.rounds_per_run,
+    );
+    let ordinal = |k: usize| match k {
+        0 => "1st".to_owned(),
+        1 => "2nd".to_owned(),
+        2 => "3rd".to_owned(),
+        k => format!("{}th", k + 1),
+    };
+    let mut head = String::from("| burst |");
+    for k in 0..p.changes {
+        let at = if k == 0 { String::new() } else { format!(" (+{} ms)", k as u64 * p.gap_ms) };
+        let _ = write!(head, " {} change{at} |", ordinal(k));
+    }
+    let _ = writeln!(
+        out,
+        "{head} n per change | runs | programming duration metric: within 0.25 s / all (mean) |\n|{}",
+        " --- |".repeat(p.changes + 1) + " ---: | ---: | --- |"
+    );
+    for row in &p.rows {
+        let cells: Vec<String> = row.positions.iter().map(|s| times(*s)).collect();
+        let mean = (row.histogram_count > 0).then(|| row.histogram_sum_s / row.histogram_count as f64);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} / {} ({}) |",
+            row.burst,
+            cells.join(" | "),
+            n(row.positions.first().copied().flatten()),
+            row.runs,
+            row.histogram_within_250ms,
+            row.histogram_count,
+            mean.map_or("-".into(), duration),
+        );
+    }
+    for note in &p.notes {
+        let _ = writeln!(out, "\n- {}", note.replace('\n', " "));
+    }
+}
+
 fn packets(out: &mut String, r: &Results) {
     let _ = writeln!(
         out,
@@ -629,7 +691,9 @@ fn notes(out: &mut String, r: &Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{IdleConnectionsResult, IptablesResult, IptablesSection, SizeResult};
+    use crate::results::{
+        IdleConnectionsResult, IptablesResult, IptablesSection, PacingRow, PacingSection, SizeResult,
+    };
 
     fn load(proxy: Proxy, rps: &[f64], p99: &[f64]) -> LoadResult {
         LoadResult {
@@ -699,5 +763,35 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_pacing_section_shows_each_change_of_a_round() {
+        let none = markdown(&Results::default(), "plot.svg");
+        assert!(
+            none.contains("## Sync pacing: changes shortly after one another\n\nNot measured in this run"),
+            "{none}"
+        );
+        let row = |burst, latencies: [&[f64]; 3], within| PacingRow {
+            burst,
+            runs: 2,
+            positions: latencies.iter().map(|l| Summary::of(l)).collect(),
+            histogram_count: 6,
+            histogram_sum_s: 1.5,
+            histogram_within_250ms: within,
+        };
+        let section = PacingSection {
+            changes: 3,
+            gap_ms: 300,
+            rows: vec![row(2, [&[0.004, 0.006], &[0.005], &[0.7]], 4), row(1, [&[0.005], &[0.7], &[0.4]], 2)],
+            ..PacingSection::default()
+        };
+        let text = markdown(&Results { pacing: Some(section), ..Results::default() }, "p.svg");
+        assert!(
+            text.contains("| burst | 1st change | 2nd change (+300 ms) | 3rd change (+600 ms) | n per change |"),
+            "{text}"
+        );
+        assert!(text.contains("| 2 | 5.0 ms [4.0-6.0 ms] | 5.0 ms | 700.0 ms | 2 | 2 | 4 / 6 (250.0 ms) |"), "{text}");
+        assert!(text.contains("| 1 | 5.0 ms | 700.0 ms | 400.0 ms | 1 | 2 | 2 / 6 (250.0 ms) |"), "{text}");
     }
 }

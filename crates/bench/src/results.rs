@@ -35,6 +35,9 @@ pub struct Results {
     /// The iptables mode on both backends (full runs and `--only iptables`).
     #[serde(default)]
     pub iptables: Option<IptablesSection>,
+    /// Changes shortly after one another (full runs and `--only pacing`).
+    #[serde(default)]
+    pub pacing: Option<PacingSection>,
     /// What was skipped or failed, in words.
     pub notes: Vec<String>,
 }
@@ -158,6 +161,35 @@ pub struct LatencyResult {
     pub sync_time: Option<Summary>,
     pub batch: Option<Summary>,
     pub cold: Option<Summary>,
+}
+
+/// Sync pacing: when and from what it was measured, the setup, one row
+/// per burst.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PacingSection {
+    pub started: String,
+    pub source: String,
+    pub duration_s: f64,
+    pub services: usize,
+    pub min_sync_ms: u64,
+    pub changes: usize,
+    pub gap_ms: u64,
+    pub rounds_per_run: usize,
+    pub rows: Vec<PacingRow>,
+    pub notes: Vec<String>,
+}
+
+/// One burst setting: each position's latency, pooled over rounds and runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PacingRow {
+    pub burst: u32,
+    pub runs: usize,
+    pub positions: Vec<Option<Summary>>,
+    /// The runner's `kubeproxy_network_programming_duration_seconds`,
+    /// summed over runs.
+    pub histogram_count: u64,
+    pub histogram_sum_s: f64,
+    pub histogram_within_250ms: u64,
 }
 
 /// New TCP connection + one request/reply from a pod, per target.

@@ -10,12 +10,12 @@ use crate::harness::Harness;
 use crate::iptables::{IptablesBackend, PayloadShape};
 use crate::jobs::{Job, Latencies, Outcome, ProcessStats, SyncTimes};
 use crate::results::{
-    FloorResult, IdleResult, IptablesResult, IptablesSection, LatencyResult, PacketResult, ProcessResult, Results,
-    SizeResult, UpstreamResult,
+    FloorResult, IdleResult, IptablesResult, IptablesSection, LatencyResult, PacingRow, PacingSection, PacketResult,
+    ProcessResult, Results, SizeResult, UpstreamResult,
 };
 use crate::stats::{Summary, quantile};
 use crate::workload::Spec;
-use crate::{packet, userspace};
+use crate::{pacing, packet, userspace};
 
 const MIB: f64 = 1024.0;
 
@@ -34,6 +34,8 @@ pub struct Plan {
     pub upstream_changes: usize,
     /// The iptables mode's sizes (both backends); none in `--quick`.
     pub iptables_sizes: Vec<usize>,
+    /// Changes shortly after one another; not in `--quick`.
+    pub pacing: bool,
     pub process_sizes: Vec<usize>,
     pub idle_services: usize,
     pub latency_services: usize,
@@ -64,6 +66,7 @@ impl Plan {
             upstream_sizes,
             upstream_changes: 3,
             iptables_sizes: if quick { Vec::new() } else { IPTABLES_SIZES.to_vec() },
+            pacing: !quick,
             idle_services: 10_000,
             latency_services: 10_000,
             latency_rate: 100,
@@ -112,6 +115,9 @@ pub fn collect(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path, re
     match latency(harness, plan) {
         Ok(row) => results.latency = Some(row),
         Err(e) => results.notes.push(format!("network-programming latency failed: {e:#}")),
+    }
+    if plan.pacing {
+        results.pacing = Some(pacing(harness, &results.source));
     }
     match floor(harness) {
         Ok(row) => results.floor = Some(row),
@@ -340,6 +346,45 @@ fn latency(harness: &Harness, plan: &Plan) -> anyhow::Result<LatencyResult> {
         batch: Summary::of(&batches),
         cold: each(&runs, |r| Some(r.cold_s)),
     })
+}
+
+/// The runner's pacing: rounds of three changes 300 ms apart at the default
+/// minSyncPeriod, with upstream's burst of two and with none (one sync per
+/// period); a failed row becomes a note of the section.
+pub fn pacing(harness: &Harness, source: &str) -> PacingSection {
+    let start = std::time::Instant::now();
+    let (services, endpoints) = (1000, 10);
+    let base = pacing::Params { min_sync_ms: 1000, burst: 2, changes: 3, gap_ms: 300, rounds: 4 };
+    let mut section = PacingSection {
+        started: crate::now(),
+        source: source.to_owned(),
+        services,
+        min_sync_ms: base.min_sync_ms,
+        changes: base.changes,
+        gap_ms: base.gap_ms,
+        rounds_per_run: base.rounds,
+        ..PacingSection::default()
+    };
+    for burst in [2, 1] {
+        let job = Job::Pacing { services, endpoints, params: pacing::Params { burst, ..base } };
+        let runs = harness.repeat(&job.label(), 1, || match harness.run(&job)? {
+            Outcome::Pacing(p) => Ok(p),
+            other => anyhow::bail!("unexpected answer {other:?}"),
+        });
+        match runs {
+            Ok(runs) => section.rows.push(PacingRow {
+                burst,
+                runs: runs.len(),
+                positions: (0..base.changes).map(|k| pooled(&runs, |r| &r.latencies_s[k])).collect(),
+                histogram_count: runs.iter().map(|r| r.histogram.count).sum(),
+                histogram_sum_s: runs.iter().map(|r| r.histogram.sum_s).sum(),
+                histogram_within_250ms: runs.iter().map(|r| r.histogram.within_250ms).sum(),
+            }),
+            Err(e) => section.notes.push(format!("{} failed: {e:#}", job.label())),
+        }
+    }
+    section.duration_s = start.elapsed().as_secs_f64();
+    section
 }
 
 /// One topology per run, programmed with each size in turn.

@@ -2,7 +2,8 @@
 //!
 //! [`Dataplane`] is what every mode implements (observe, plan, apply inside
 //! one `sync`); [`Runner`] folds source events into the state and decides
-//! when to sync: not more often than minSyncPeriod, at least every
+//! when to sync: at once while its bucket of two syncs holds one (refilled
+//! one per minSyncPeriod, as upstream paces its proxiers), at least every
 //! syncPeriod, retrying with backoff after a failure (the retry is a full
 //! sync), and a full sync every hour. [`KernelFiles`] is the one seam to
 //! the node's sysctls; [`apply_conntrack_settings`] applies `conntrack.*`
@@ -17,6 +18,7 @@ mod ipvs;
 pub mod leftovers;
 mod nftables;
 mod no_local;
+mod pacing;
 mod runner;
 mod sysctl;
 

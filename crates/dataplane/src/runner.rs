@@ -14,12 +14,17 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::dataplane::{Dataplane, DataplaneError, SyncKind, SyncRequest};
 use crate::no_local::NoLocalEndpoints;
+use crate::pacing::SyncBucket;
 
 /// When to sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunnerConfig {
-    /// Syncs are at least this far apart (coalescing event storms).
+    /// Syncs are paced to one per this period, after a burst of
+    /// `burst_syncs` (coalescing event storms).
     pub min_sync_period: Duration,
+    /// Syncs that may run back to back after a quiet spell (upstream's
+    /// `burstSyncs`, 2): the bucket refills one per `min_sync_period`.
+    pub burst_syncs: u32,
     /// A sync runs at least this often, changes or not.
     pub sync_period: Duration,
     /// A periodic sync this long after the last full one is full (upstream
@@ -34,6 +39,7 @@ impl RunnerConfig {
     pub fn new(min_sync_period: Duration, sync_period: Duration) -> Self {
         Self {
             min_sync_period,
+            burst_syncs: 2,
             sync_period,
             full_sync_period: Duration::from_secs(3600),
             retry_initial: Duration::from_secs(1),
@@ -71,6 +77,10 @@ pub struct Runner {
     seen_events: (u64, u64),
     // Sync bookkeeping.
     last_attempt: Option<Instant>,
+    /// When the last sync returned: without a token, the next one waits
+    /// `min_sync_period` from here.
+    last_done: Option<Instant>,
+    bucket: SyncBucket,
     last_full: Option<Instant>,
     next_full: bool,
     failures: u32,
@@ -100,6 +110,8 @@ impl Runner {
             no_local: NoLocalEndpoints::default(),
             seen_events: (0, 0),
             last_attempt: None,
+            last_done: None,
+            bucket: SyncBucket::new(config.min_sync_period, config.burst_syncs),
             last_full: None,
             next_full: true,
             failures: 0,
@@ -191,17 +203,35 @@ impl Runner {
             return None;
         }
         let Some(last) = self.last_attempt else { return Some(Instant::now()) };
-        if let Some(retry) = self.retry_at {
-            return Some(retry);
+        let wanted = if let Some(retry) = self.retry_at {
+            retry
+        } else if self.builder.has_pending() || !self.unapplied.is_empty() {
+            Instant::now()
+        } else {
+            last + self.config.sync_period
+        };
+        Some(self.paced(wanted))
+    }
+
+    /// When a sync wanted at `wanted` may start. Like upstream's runner:
+    /// at once with a token; without one, `min_sync_period` after the last
+    /// sync returned (a token has always refilled by then: the last sync
+    /// took one no later).
+    fn paced(&self, wanted: Instant) -> Instant {
+        if self.bucket.has_token(wanted) {
+            return wanted;
         }
-        if self.builder.has_pending() || !self.unapplied.is_empty() {
-            return Some(last + self.config.min_sync_period);
-        }
-        Some(last + self.config.sync_period)
+        let after_last = self.last_done.map_or(wanted, |done| done + self.config.min_sync_period);
+        wanted.max(after_last).max(self.bucket.token_at().unwrap_or(wanted))
     }
 
     async fn sync(&mut self) -> Result<(), DataplaneError> {
         let now = Instant::now();
+        // The initial sync, like upstream's (the informers' "synced"
+        // handlers call it directly), leaves the bucket full.
+        if self.last_attempt.is_some() {
+            self.bucket.take(now);
+        }
         self.last_attempt = Some(now);
         self.unapplied.merge(self.builder.take_changes());
         self.handles.state.send_replace(Arc::new(self.builder.state().clone()));
@@ -214,6 +244,7 @@ impl Runner {
         let (services, endpoints) = (self.unapplied.service_changes, self.unapplied.endpoint_changes);
         let request = SyncRequest { state: self.builder.state(), changes: &self.unapplied, kind };
         let result = self.dataplane.sync(request).instrument(span).await;
+        self.last_done = Some(Instant::now());
         let took = now.elapsed();
         match result {
             Ok(report) => {

@@ -1,130 +1,18 @@
 //! The sync runner under paused tokio time: no sleeps, exact timings.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+mod common;
 
-use kproxy_admin::{Clock, Health, HealthCheck, HealthChecks, Metrics};
-use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles, SyncFuture, SyncKind, SyncReport, SyncRequest};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Call, Fake, Harness, TokioClock, at, config};
+use kproxy_admin::{Health, HealthCheck, Metrics};
+use kproxy_dataplane::{Runner, RunnerConfig, RunnerHandles, SyncKind};
 use kproxy_model::ProxyState;
 use kproxy_state::{Object, SourceEvent, StateBuilder, StateConfig, convert};
 use kproxy_testkit::{EndpointBuilder as Ep, service, slice};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-
-/// One call the runner made.
-#[derive(Clone, Debug, PartialEq)]
-struct Call {
-    at_ms: u128,
-    kind: SyncKind,
-    changed_ports: usize,
-    stale_udp: usize,
-}
-
-#[derive(Clone)]
-struct Fake {
-    start: Instant,
-    calls: Arc<Mutex<Vec<Call>>>,
-    /// Results to return, in order; empty means succeed.
-    script: Arc<Mutex<VecDeque<bool>>>,
-}
-
-impl Dataplane for Fake {
-    fn mode(&self) -> &'static str {
-        "fake"
-    }
-
-    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
-        self.calls.lock().unwrap().push(Call {
-            at_ms: self.start.elapsed().as_millis(),
-            kind: request.kind,
-            changed_ports: request.changes.service_ports.len(),
-            stale_udp: request.changes.stale_udp_endpoints.len() + request.changes.stale_udp_frontends.len(),
-        });
-        let ok = self.script.lock().unwrap().pop_front().unwrap_or(true);
-        Box::pin(async move { if ok { Ok(SyncReport::default()) } else { Err("scripted failure".into()) } })
-    }
-}
-
-/// tokio's (paused) clock, for health.
-struct TokioClock(Instant);
-
-impl Clock for TokioClock {
-    fn now(&self) -> (std::time::Instant, SystemTime) {
-        let now = Instant::now();
-        (now.into_std(), SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000) + now.duration_since(self.0))
-    }
-}
-
-struct Harness {
-    fake: Fake,
-    events: mpsc::Sender<SourceEvent>,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
-    state: watch::Receiver<Arc<ProxyState>>,
-    health_checks: Arc<HealthChecks>,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-impl Harness {
-    fn start(config: RunnerConfig, failures: &[bool]) -> Self {
-        let start = Instant::now();
-        let fake =
-            Fake { start, calls: Arc::default(), script: Arc::new(Mutex::new(failures.iter().copied().collect())) };
-        let (events, rx) = mpsc::channel(64);
-        let (state_tx, state) = watch::channel(Arc::new(ProxyState::default()));
-        let health = Arc::new(Health::new(config.sync_period * 2));
-        let metrics = Arc::new(Metrics::new());
-        let health_checks = Arc::new(HealthChecks::default());
-        let handles = RunnerHandles {
-            health: health.clone(),
-            metrics: metrics.clone(),
-            state: state_tx,
-            clock: Arc::new(TokioClock(start)),
-            health_checks: health_checks.clone(),
-        };
-        let builder = StateBuilder::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
-        let runner = Runner::new(config, builder, Box::new(fake.clone()), handles);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(runner.run(rx, async move {
-            let _ = stopped.await;
-        }));
-        Harness { fake, events, health, metrics, state, health_checks, _stop: stop }
-    }
-
-    async fn send(&self, event: SourceEvent) {
-        self.events.send(event).await.unwrap();
-    }
-
-    async fn service(&self, name: &str, ip: &str) {
-        let svc = service("default", name).cluster_ip(ip).port("dns", "UDP", 53).build();
-        self.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await;
-    }
-
-    async fn endpoints(&self, name: &str, ips: &[&str]) {
-        let sl = ips
-            .iter()
-            .fold(slice("default", name, name).port("dns", "UDP", 53), |s, ip| s.endpoint(Ep::new(ip)))
-            .build();
-        self.send(SourceEvent::Apply(convert::endpoint_slice(&sl).unwrap())).await;
-    }
-
-    fn calls(&self) -> Vec<Call> {
-        self.fake.calls.lock().unwrap().clone()
-    }
-
-    fn times(&self) -> Vec<u128> {
-        self.calls().iter().map(|c| c.at_ms).collect()
-    }
-}
-
-async fn at(ms: u64) {
-    tokio::time::sleep_until(Instant::now() + Duration::from_millis(ms)).await;
-}
-
-fn config() -> RunnerConfig {
-    RunnerConfig::new(Duration::from_secs(1), Duration::from_secs(30))
-}
 
 #[tokio::test(start_paused = true)]
 async fn no_sync_runs_before_the_initial_list_is_complete() {
@@ -141,19 +29,18 @@ async fn no_sync_runs_before_the_initial_list_is_complete() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn events_within_min_sync_period_are_coalesced_into_one_partial_sync() {
+async fn events_beyond_the_burst_are_coalesced_into_one_partial_sync() {
     let h = Harness::start(config(), &[]);
     h.send(SourceEvent::Synced).await;
-    at(100).await;
-    h.service("a", "10.96.0.1").await;
-    at(200).await;
-    h.service("b", "10.96.0.2").await;
-    at(300).await;
-    h.service("c", "10.96.0.3").await;
+    for (name, wait) in [("a", 100), ("b", 200), ("c", 300), ("d", 100), ("e", 100)] {
+        at(wait).await;
+        h.service(name, &format!("10.96.0.{}", name.as_bytes()[0] - b'a' + 1)).await;
+    }
     at(2_000).await;
     let calls = h.calls();
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[1], Call { at_ms: 1_000, kind: SyncKind::Partial, changed_ports: 3, stale_udp: 0 });
+    // a and b use the burst; c, d and e wait for 0.3 s + minSyncPeriod.
+    assert_eq!(h.times(), [0, 100, 300, 1_300], "{calls:?}");
+    assert_eq!(calls[3], Call { at_ms: 1_300, kind: SyncKind::Partial, changed_ports: 3, stale_udp: 0 });
 }
 
 #[tokio::test(start_paused = true)]
@@ -176,9 +63,9 @@ async fn a_failed_sync_is_retried_with_backoff_as_a_full_sync_carrying_its_chang
     h.endpoints("dns", &["10.1.0.2"]).await;
     at(20_000).await;
     let calls = h.calls();
-    // The partial sync at 1 s fails; retries 1 s, 2 s and 4 s later (the
+    // The partial sync at once fails; retries 1 s, 2 s and 4 s later (the
     // first two failing too), the last one succeeding.
-    assert_eq!(h.times(), [0, 1_000, 2_000, 4_000, 8_000], "{calls:?}");
+    assert_eq!(h.times(), [0, 10, 1_010, 3_010, 7_010], "{calls:?}");
     assert_eq!(calls[1].kind, SyncKind::Partial);
     assert!(calls[2..].iter().all(|c| c.kind == SyncKind::Full), "{calls:?}");
     assert!(calls[1..=4].iter().all(|c| c.stale_udp == 1 && c.changed_ports == 1), "{calls:?}");
@@ -228,7 +115,8 @@ async fn health_recovers_when_a_sync_succeeds() {
     at(2_000).await;
     let report = h.health.report(Instant::now().into_std());
     assert!(report.healthy);
-    assert_eq!(report.last_updated, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_001)));
+    // Applied at once, at 10 ms.
+    assert_eq!(report.last_updated, Some(common::wall(Duration::from_millis(10))));
     let metrics = h.metrics.encode();
     assert!(metrics.contains("kubeproxy_sync_proxy_rules_service_changes_total 1"), "{metrics}");
     assert!(metrics.contains("kubeproxy_sync_proxy_rules_service_changes_pending 0"), "{metrics}");
@@ -237,7 +125,7 @@ async fn health_recovers_when_a_sync_succeeds() {
 #[tokio::test(start_paused = true)]
 async fn run_once_waits_for_the_initial_list_and_reports_the_result() {
     let start = Instant::now();
-    let fake = Fake { start, calls: Arc::default(), script: Arc::new(Mutex::new(VecDeque::from([false]))) };
+    let fake = Fake::new(start, &[false]);
     let (tx, rx) = mpsc::channel(8);
     let (state_tx, _state) = watch::channel(Arc::new(ProxyState::default()));
     let handles = RunnerHandles {

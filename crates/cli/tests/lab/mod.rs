@@ -232,11 +232,19 @@ impl Lab {
     fn spawn(&mut self, source: &[String], mode: &str, extra: &[&str]) {
         assert!(self.kproxy.is_none(), "kproxy is already running");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
+        let mut flags = Self::flags_in(mode);
+        // A test's own minimum sync period replaces the lab's (the flag may
+        // be given once).
+        if let Some(i) = flags.iter().position(|f| f.ends_with("-min-sync-period"))
+            && extra.contains(&flags[i].as_str())
+        {
+            flags.drain(i..=i + 1);
+        }
         let mut command = Command::new(kproxy_binary());
         command
             .arg("run")
             .args(source)
-            .args(Self::flags_in(mode))
+            .args(flags)
             .args(extra)
             .env("RUST_LOG", "warn,kproxy=debug")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

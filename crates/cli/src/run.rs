@@ -11,7 +11,7 @@ use kproxy_admin::{
 };
 use kproxy_config::Config;
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
-use kproxy_model::ProxyState;
+use kproxy_model::{ModeSupport, ProxyState};
 use kproxy_source::kube::{ConnectError, Connection, HealthSink, KubeMetrics, KubeOptions, KubeSource, Resource};
 use kproxy_source::manifests::{Folder, ManifestSource, SourceCounters, WatchOptions};
 use kproxy_state::StateBuilder;
@@ -62,13 +62,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         crate::coexist::refuse_kube_proxy(&config)?;
     }
     let dataplane = crate::mode::dataplane(&config, mode)?;
+    let support = crate::mode::support(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(serve(config, source, dataplane, args.once))
+    runtime.block_on(serve(config, source, dataplane, support, args.once))
 }
 
-async fn serve(config: Config, source: Source, dataplane: Box<dyn Dataplane>, once: bool) -> anyhow::Result<ExitCode> {
+/// `support`: what the dataplane's mode does of kproxy's annotations.
+async fn serve(
+    config: Config,
+    source: Source,
+    dataplane: Box<dyn Dataplane>,
+    support: ModeSupport,
+    once: bool,
+) -> anyhow::Result<ExitCode> {
     let host_addresses = crate::host::addresses().await;
-    let mut state_config = state_config(&config, host_addresses);
+    let mut state_config = state_config(&config, host_addresses, support);
     if matches!(source, Source::Kube(_)) {
         // The cluster's controller writes the EndpointSlices, and the Node
         // always exists: one that does not is not this node's.

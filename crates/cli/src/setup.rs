@@ -4,6 +4,7 @@ use std::net::IpAddr;
 
 use anyhow::Context;
 use kproxy_config::Config;
+use kproxy_model::ModeSupport;
 use kproxy_state::{NodePortAddresses, StateConfig};
 use tracing::warn;
 
@@ -39,7 +40,9 @@ pub fn node_name(config: &Config) -> String {
 /// The state pipeline's inputs. `mode` decides what an unset
 /// `nodePortAddresses` means: every address for iptables and IPVS (as
 /// upstream), the primary addresses otherwise (upstream's nftables default).
-pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>) -> StateConfig {
+/// `support` is what the mode does of kproxy's annotations
+/// ([`crate::mode::support`]).
+pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>, support: ModeSupport) -> StateConfig {
     let node_port_addresses = match &config.node_port_addresses {
         kproxy_config::NodePortAddresses::Primary => NodePortAddresses::Primary,
         kproxy_config::NodePortAddresses::Cidrs(cidrs) => NodePortAddresses::Cidrs(cidrs.clone()),
@@ -57,6 +60,7 @@ pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>) -> StateConfig
         service_cidrs: config.service_cidrs.clone(),
         endpoint_controller: true,
         node_required: false,
+        mode: support,
     }
 }
 

@@ -14,6 +14,7 @@ mod ipvs;
 mod nftables;
 mod no_local;
 mod runner;
+mod warnings;
 
 pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 pub use dry_run::DryRun;

@@ -138,6 +138,16 @@ fn hostile_objects_are_skipped_and_counted_while_the_rest_is_served() {
     assert!(metrics.contains("kproxy_sync_skipped_objects_total 1"), "the thief's external IP:\n{metrics}");
 }
 
+/// Issue 14, item 6: `kproxy.io/scheduler: bogus` and `lc` (which this
+/// mode cannot do), bad weights and a bad health check: each Service is
+/// served at random, counted and listed once.
+#[test]
+fn bad_or_unsupported_annotations_are_served_with_the_default_and_reported() {
+    let mut lab = lab::annotations::lab("lc");
+    lab.start(&[]);
+    lab::annotations::bad_annotations_are_served_with_the_default(&lab, "nftables", "lc");
+}
+
 #[test]
 fn cleanup_leaves_the_namespace_as_it_found_it() {
     let mut lab = Lab::new(&[(1, "web-a1")]);

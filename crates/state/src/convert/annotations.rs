@@ -3,7 +3,7 @@
 //!
 //! A bad value does not make the Service invalid: it is served with that
 //! annotation's default, and the [`InvalidAnnotation`] is kept with it for
-//! the state to report (`crate::service_port`).
+//! the state to report (`crate::annotation`).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -50,6 +50,15 @@ pub struct ModeLabel {
     pub mode: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AnnotationLabels {
+    /// `kproxy.io/scheduler`, `kproxy.io/weights` or `kproxy.io/health-check`
+    /// (for every `kproxy.io/health-check-*` setting too).
+    pub annotation: &'static str,
+    /// `invalid` (the value) or `unsupported` (by the running mode).
+    pub problem: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
@@ -90,6 +99,8 @@ pub struct Metrics {
     pub manifest_reads: Counter,
     /// Objects (or parts of them) a dataplane could not program.
     pub skipped: Counter,
+    /// Service annotations not honoured and replaced by their default.
+    pub annotation_fallbacks: Family<AnnotationLabels, Counter>,
 }
 
 impl Metrics {
@@ -113,6 +124,7 @@ impl Metrics {
             manifest_invalid_documents: Counter::default(),
             manifest_reads: Counter::default(),
             skipped: Counter::default(),
+            annotation_fallbacks: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -188,6 +200,11 @@ impl Metrics {
             "kproxy_sync_skipped_objects",
             "Services or frontends a dataplane could not program (each reported once, with the reason, in the log)",
             m.skipped.clone(),
+        );
+        r.register(
+            "kproxy_annotation_fallbacks",
+            "kproxy.io annotations of Services that are invalid or not supported by the proxy mode, replaced by their default (each counted once per change, with a warning in the log and in /state)",
+            m.annotation_fallbacks.clone(),
         );
         Self { registry, ..m }
     }

@@ -3,6 +3,7 @@
 use kproxy_config::{Config, DetectLocalMode, ProxyMode};
 use kproxy_dataplane::{Dataplane, DryRun, Iptables, IptablesConfig, Ipvs, IpvsConfig, KernelFiles, Nftables};
 use kproxy_iptables_exec::BackendChoice;
+use kproxy_model::ModeSupport;
 use kproxy_netlink::ipvs::Timeouts;
 use kproxy_nftables::{LocalDetector, PlanConfig};
 use kproxy_userspace::{Settings, Userspace};
@@ -176,6 +177,19 @@ pub fn iptables_config(config: &Config) -> anyhow::Result<IptablesConfig> {
             localhost_node_ports: config.localhost_node_ports,
         },
         backend,
+    })
+}
+
+/// What `mode` does of kproxy's `kproxy.io/*` annotations (`None`, the dry
+/// run: everything), for the state: what it cannot do falls back to the
+/// default with a warning.
+pub fn support(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<ModeSupport> {
+    Ok(match mode {
+        Some(ProxyMode::Nftables) => kproxy_nftables::support(),
+        Some(ProxyMode::Iptables) => kproxy_iptables::support(),
+        Some(ProxyMode::Ipvs) => ipvs_config(config)?.plan.support(),
+        Some(ProxyMode::Userspace) => userspace_settings(config).support(),
+        None => ModeSupport::default(),
     })
 }
 

@@ -11,7 +11,7 @@ use kproxy_admin::{
 };
 use kproxy_config::{Config, ProxyMode};
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
-use kproxy_model::ProxyState;
+use kproxy_model::{ModeSupport, ProxyState};
 use kproxy_source::kube::{ConnectError, Connection, HealthSink, KubeMetrics, KubeOptions, KubeSource, Resource};
 use kproxy_source::manifests::{Folder, ManifestSource, SourceCounters, WatchOptions};
 use kproxy_state::StateBuilder;
@@ -70,19 +70,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Before the mode is built: the nftables planner reads tcp_be_liberal.
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
+    let support = crate::mode::support(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
-    runtime.block_on(serve(config, source, dataplane, Modes { semantics, programmed }, args.once))
+    runtime.block_on(serve(config, source, dataplane, Modes { semantics, programmed, support }, args.once))
 }
 
 /// The mode whose semantics the state follows (a dry run: the configured
-/// one), and the mode that programs this node (none in a dry run).
-#[derive(Clone, Copy)]
+/// one), the mode that programs this node (none in a dry run), and what
+/// that mode does of kproxy's annotations.
+#[derive(Clone)]
 struct Modes {
     semantics: Option<ProxyMode>,
     programmed: Option<ProxyMode>,
+    support: ModeSupport,
 }
 
 async fn serve(
@@ -93,7 +96,7 @@ async fn serve(
     once: bool,
 ) -> anyhow::Result<ExitCode> {
     let host_addresses = crate::host::addresses(modes.semantics).await;
-    let mut state_config = state_config(&config, host_addresses, modes.semantics);
+    let mut state_config = state_config(&config, host_addresses, modes.semantics, modes.support);
     if matches!(source, Source::Kube(_)) {
         // The cluster's controller writes the EndpointSlices, and the Node
         // always exists: one that does not is not this node's.

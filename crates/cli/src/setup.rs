@@ -4,6 +4,7 @@ use std::net::IpAddr;
 
 use anyhow::Context;
 use kproxy_config::{Config, ProxyMode};
+use kproxy_model::ModeSupport;
 use kproxy_state::{NodePortAddresses, StateConfig};
 use tracing::{error, warn};
 
@@ -40,7 +41,14 @@ pub fn node_name(config: &Config) -> String {
 /// `nodePortAddresses` means, as upstream: every local address in iptables
 /// and IPVS mode, the node's primary addresses otherwise (upstream's
 /// nftables default; kproxy's userspace mode and the dry run too).
-pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>, mode: Option<ProxyMode>) -> StateConfig {
+/// `support` is what the mode does of kproxy's annotations
+/// ([`crate::mode::support`]).
+pub fn state_config(
+    config: &Config,
+    host_addresses: Vec<IpAddr>,
+    mode: Option<ProxyMode>,
+    support: ModeSupport,
+) -> StateConfig {
     let node_port_addresses = match &config.node_port_addresses {
         kproxy_config::NodePortAddresses::Primary => NodePortAddresses::Primary,
         kproxy_config::NodePortAddresses::Cidrs(cidrs) => NodePortAddresses::Cidrs(cidrs.clone()),
@@ -57,6 +65,7 @@ pub fn state_config(config: &Config, host_addresses: Vec<IpAddr>, mode: Option<P
         service_cidrs: config.service_cidrs.clone(),
         endpoint_controller: true,
         node_required: false,
+        mode: support,
     }
 }
 

@@ -33,7 +33,10 @@ pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
     let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let host_addresses = runtime.block_on(crate::host::addresses(config.mode));
-    let mut builder = StateBuilder::new(state_config(&config, host_addresses, config.mode));
+    // What `run` would do of the annotations: the configured mode's, or
+    // the nftables mode's (the default where kproxy can program).
+    let support = crate::mode::support(&config, Some(config.mode.unwrap_or(kproxy_config::ProxyMode::Nftables)))?;
+    let mut builder = StateBuilder::new(state_config(&config, host_addresses, config.mode, support));
     let reload = folder.reload()?;
     for event in reload.events {
         builder.apply(event);

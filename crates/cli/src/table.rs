@@ -9,7 +9,7 @@ use kproxy_state::info::IgnoreReason;
 const HEADER: [&str; 6] = ["SERVICE", "PORT", "FRONTEND", "TYPE", "POLICY", "ENDPOINTS"];
 
 /// Renders the state as an aligned table with a summary line on top and
-/// the ignored services at the bottom.
+/// the ignored services and the annotation warnings at the bottom.
 pub fn render(state: &ProxyState, ignored: &BTreeMap<ServiceName, IgnoreReason>) -> String {
     let mut out = String::new();
     let node = &state.node;
@@ -64,6 +64,15 @@ pub fn render(state: &ProxyState, ignored: &BTreeMap<ServiceName, IgnoreReason>)
         let _ = writeln!(out, "\nignored:");
         for (name, reason) in ignored {
             let _ = writeln!(out, "  {name}: {reason}");
+        }
+    }
+    let warnings = state.warnings();
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "\nannotations not honoured (the services are served with the default):");
+        for (name, warnings) in &warnings {
+            for warning in warnings {
+                let _ = writeln!(out, "  {name}: {warning}");
+            }
         }
     }
     out
@@ -140,6 +149,7 @@ mod tests {
 
     use kproxy_source::manifests::Folder;
     use kproxy_state::{StateBuilder, StateConfig};
+    use kproxy_testkit::{Scenario, service};
 
     use super::render;
 
@@ -154,5 +164,29 @@ mod tests {
         reload.events.into_iter().for_each(|e| builder.apply(e));
         builder.take_changes();
         insta::assert_snapshot!(render(builder.state(), &builder.ignored_services()));
+    }
+
+    #[test]
+    fn annotations_not_honoured_are_listed_under_the_table() {
+        let config = StateConfig { node_name: "node-a".into(), mode: kproxy_nftables::support(), ..Default::default() };
+        let mut s = Scenario::new(config);
+        let svc = |name: &str, ip: &str, scheduler: &str| {
+            let svc = service("default", name).cluster_ip(ip).port("http", "TCP", 80).port("dns", "UDP", 53);
+            svc.annotation("kproxy.io/scheduler", scheduler).build()
+        };
+        s.service(svc("bogus", "10.96.0.10", "bogus")).service(svc("least", "10.96.0.11", "lc"));
+        s.service(svc("fine", "10.96.0.12", "rr")).sync();
+        let table = render(s.state(), &s.builder.ignored_services());
+        let (rows, notes) = table.split_once("annotations not honoured").expect("a warnings section");
+        assert!(rows.contains("default/bogus") && rows.contains("default/least"), "both are served:\n{table}");
+        let notes: Vec<&str> = notes.lines().skip(1).collect();
+        assert_eq!(
+            notes,
+            [
+                "  default/bogus: kproxy.io/scheduler: unsupported value \"bogus\" (allowed: random, rr, wrr, lc, wlc, sed, nq, sh, dh, mh, fo, ovf, lblc, lblcr, twos); using random",
+                "  default/least: kproxy.io/scheduler: scheduler lc is not supported in nftables mode (supported: random, rr, wrr, sh, dh, mh); using random",
+            ],
+            "once per service, however many ports:\n{table}"
+        );
     }
 }

@@ -78,6 +78,46 @@ fn a_malformed_document_is_reported_and_everything_else_still_served() {
     );
 }
 
+/// A bad or unsupported `kproxy.io/*` annotation is no invalid document:
+/// the Service is listed, served with the default, and the warning is
+/// judged by the mode `run` would use.
+#[test]
+fn state_lists_annotations_not_honoured_under_the_mode_given() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: least, annotations: {kproxy.io/scheduler: lc}}\n\
+         spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: bogus, annotations: {kproxy.io/scheduler: bogus}}\n\
+         spec: {clusterIP: 10.96.0.2, ports: [{port: 80}]}\n",
+    );
+    let folder = dir.path().display().to_string();
+    let state =
+        |mode: &str| kproxy(&["state", "--manifests", &folder, "--hostname-override", "n", "--proxy-mode", mode]);
+    let out = state("iptables");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("default/least  80/TCP  10.96.0.1:80") && table.contains("default/bogus  80/TCP"),
+        "{table}"
+    );
+    let warnings: Vec<&str> =
+        table.lines().skip_while(|l| !l.starts_with("annotations not honoured")).skip(1).collect();
+    assert_eq!(
+        warnings,
+        [
+            "  default/bogus: kproxy.io/scheduler: unsupported value \"bogus\" (allowed: random, rr, wrr, lc, wlc, sed, nq, sh, dh, mh, fo, ovf, lblc, lblcr, twos); using random",
+            "  default/least: kproxy.io/scheduler: scheduler lc is not supported in iptables mode (supported: random); using random",
+        ],
+        "{table}"
+    );
+    // The userspace mode does lc: only the unknown name is left.
+    let table = stdout(&state("userspace"));
+    assert!(!table.contains("default/least:") && table.contains("default/bogus: kproxy.io/scheduler"), "{table}");
+    assert!(table.contains("; using rr"), "the userspace default: {table}");
+}
+
 #[test]
 fn a_bad_config_file_exits_64_naming_the_field_and_the_allowed_values() {
     let dir = tempfile::tempdir().unwrap();

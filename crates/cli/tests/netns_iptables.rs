@@ -436,7 +436,8 @@ fn hostile_objects(backend: &str) {
     // A second service claiming web's cluster IP as an external IP.
     lab.write("thief.yaml", &service("thief", "  clusterIP: 10.96.0.42\n  externalIPs: [10.96.0.10]\n  selector: {app: client}\n  ports: [{name: http, port: 80, targetPort: 8080}]\n"));
     // Not in the nftables version: a scheduler this mode does not have
-    // (docs/iptables.md: "random" only; the port is skipped with a reason).
+    // (docs/iptables.md: "random" only; the port is served at random, with
+    // a warning).
     lab.write(
         "sched.yaml",
         &format!(
@@ -457,20 +458,36 @@ fn hostile_objects(backend: &str) {
     let spread = lab.spread(client, "10.96.0.10:80", Protocol::Tcp, 10);
     assert_eq!(backends(&spread), ["web-a1"], "the huge slice was skipped and the thief got nothing: {spread:?}");
     assert!(answers(&lab, client, "10.96.0.42:80", Protocol::Tcp), "the thief's own IP works");
-    let sched = lab.request(client, "10.96.0.43:80", Protocol::Tcp, None);
-    assert!(!matches!(sched, Outcome::Answered { .. }), "the rr service is not programmed: {sched:?}");
-    assert!(!saved(&lab, backend).contains("10.96.0.43"), "nothing of the rr service is written");
+    assert!(answers(&lab, client, "10.96.0.43:80", Protocol::Tcp), "the rr service is served at random");
     let metrics = lab.metrics();
     assert!(metrics.contains("kproxy_manifest_invalid_documents_total 3"), "noports, badrange, huge:\n{metrics}");
+    assert!(metrics.contains("kproxy_sync_skipped_objects_total 1"), "the thief's external IP:\n{metrics}");
     assert!(
-        metrics.contains("kproxy_sync_skipped_objects_total 2"),
-        "the thief's external IP, the rr port:\n{metrics}"
+        metrics.contains(
+            "kproxy_annotation_fallbacks_total{annotation=\"kproxy.io/scheduler\",problem=\"unsupported\"} 1"
+        ),
+        "the rr port:\n{metrics}"
     );
 }
 on_both_backends!(
     hostile_objects,
     hostile_objects_are_skipped_and_counted_while_the_rest_is_served_legacy,
     hostile_objects_are_skipped_and_counted_while_the_rest_is_served_nft
+);
+
+/// Issue 14, item 6: `kproxy.io/scheduler: bogus` and `lc` (this mode has
+/// only random), bad weights and a bad health check: each Service is
+/// served at random, counted and listed once.
+fn bad_annotations(backend: &str) {
+    let mut lab = lab::annotations::lab("lc");
+    start(&mut lab, backend, &[]);
+    lab::annotations::bad_annotations_are_served_with_the_default(&lab, "iptables", "lc");
+    nothing_in_the_other_backend(&lab, backend);
+}
+on_both_backends!(
+    bad_annotations,
+    bad_or_unsupported_annotations_are_served_with_the_default_and_reported_legacy,
+    bad_or_unsupported_annotations_are_served_with_the_default_and_reported_nft
 );
 
 /// `GET /healthz` on `to` from `ns`: (status, body).
@@ -751,4 +768,13 @@ on_both_backends!(
     node_ports_primary,
     nodeport_addresses_primary_serves_the_primary_addresses_only_legacy,
     nodeport_addresses_primary_serves_the_primary_addresses_only_nft
+);
+
+fn field_changes(backend: &'static str) {
+    scenarios::field_changes_apply_as_clean_partial_syncs(Mode::Iptables(backend));
+}
+on_both_backends!(
+    field_changes,
+    every_field_change_of_a_live_service_applies_as_a_clean_partial_sync_legacy,
+    every_field_change_of_a_live_service_applies_as_a_clean_partial_sync_nft
 );

@@ -138,6 +138,16 @@ fn hostile_objects_are_skipped_and_counted_while_the_rest_is_served() {
     assert!(metrics.contains("kproxy_sync_skipped_objects_total 1"), "the thief's external IP:\n{metrics}");
 }
 
+/// Issue 14, item 6: `kproxy.io/scheduler: bogus` and `lc` (which this
+/// mode cannot do), bad weights and a bad health check: each Service is
+/// served at random, counted and listed once.
+#[test]
+fn bad_or_unsupported_annotations_are_served_with_the_default_and_reported() {
+    let mut lab = lab::annotations::lab("lc");
+    lab.start(&[]);
+    lab::annotations::bad_annotations_are_served_with_the_default(&lab, "nftables", "lc");
+}
+
 #[test]
 fn cleanup_leaves_the_namespace_as_it_found_it() {
     let mut lab = Lab::new(&[(1, "web-a1")]);
@@ -260,4 +270,78 @@ fn the_health_check_node_port_tells_the_load_balancer_whether_this_node_has_endp
 #[test]
 fn every_field_change_of_a_live_service_applies_as_a_clean_partial_sync() {
     scenarios::field_changes_apply_as_clean_partial_syncs(Mode::Nftables);
+}
+
+/// A Service manifest for 10.96.0.`host`, selecting `app: web`.
+fn web_at(name: &str, host: u8) -> String {
+    service(name, &format!("  clusterIP: 10.96.0.{host}\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80, targetPort: http}}]\n"))
+}
+
+#[test]
+fn a_manifest_folder_rewritten_without_pause_still_reaches_the_kernel() {
+    let mut lab = Lab::new(&[(1, "web-a1"), (1, "client-a1")]);
+    lab.write("web.yaml", &service("web", WEB));
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    lab.eventually("web", || matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. }));
+    // Another writer rewrites its file every 50 ms and never pauses (for
+    // at most 15 s): the folder is never quiet for the 200 ms debounce.
+    let dir = lab.dir.path().to_owned();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(15);
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                let body = format!("{}  # write {n}\n", web_at("noise", 20));
+                std::fs::write(dir.join("noise.yaml"), body).expect("writing noise.yaml");
+                n += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    // Meanwhile a new Service appears: it must reach the kernel while the
+    // writer still writes (kproxy reads at least once per minSyncPeriod).
+    lab.write("late.yaml", &web_at("late", 30));
+    lab.eventually("the new Service while the folder keeps changing", || {
+        matches!(lab.request(client, "10.96.0.30:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
+    assert!(!writer.is_finished(), "the writer was still writing when the Service reached the kernel");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().expect("the writer");
+}
+
+#[test]
+fn a_configmap_volumes_atomic_swaps_reach_the_kernel() {
+    // The kubelet's layout: the files live in a timestamped folder, `..data`
+    // links to it, and each visible name links through `..data`; an update
+    // writes a new folder and renames a new `..data` link over the old one.
+    let mut lab = Lab::new(&[(1, "web-a1"), (1, "client-a1")]);
+    let root = lab.dir.path().to_owned();
+    let version = |n: u32, services: &[(&str, u8)]| {
+        let folder = root.join(format!("..2026_12_02_00_00_0{n}.000000000"));
+        std::fs::create_dir(&folder).expect("a version folder");
+        for (name, host) in services {
+            std::fs::write(folder.join(format!("{name}.yaml")), web_at(name, *host)).expect("a file");
+        }
+        let tmp = root.join("..data_tmp");
+        std::os::unix::fs::symlink(folder.file_name().expect("a name"), &tmp).expect("the new ..data link");
+        std::fs::rename(&tmp, root.join("..data")).expect("swapping ..data");
+        for (name, _) in services {
+            let link = root.join(format!("{name}.yaml"));
+            if std::fs::symlink_metadata(&link).is_err() {
+                std::os::unix::fs::symlink(format!("..data/{name}.yaml"), &link).expect("a visible name");
+            }
+        }
+    };
+    version(1, &[("web", 10)]);
+    lab.start(&[]);
+    let client = &lab.pod("client-a1").ns;
+    let answers = |to: &str| matches!(lab.request(client, to, Protocol::Tcp, None), Outcome::Answered { .. });
+    lab.eventually("web from the first version", || answers("10.96.0.10:80"));
+    // The second version moves web to 10.96.0.11 and adds api.
+    version(2, &[("web", 11), ("api", 12)]);
+    lab.eventually("the second version", || answers("10.96.0.11:80") && answers("10.96.0.12:80"));
+    assert!(!answers("10.96.0.10:80"), "the first version's address is gone");
 }

@@ -78,6 +78,23 @@ fn rr_alternates_wrr_keeps_its_weights_and_sh_pins_each_source() {
     assert_eq!(chosen, BTreeSet::from(["web-a1".to_owned(), "web-b1".to_owned()]), "sh spreads sources");
 }
 
+/// Issue 14, item 6: `kproxy.io/scheduler: bogus` and `random` (no IPVS
+/// scheduler), bad weights and a bad health check: each Service is served
+/// with the default (rr here), counted and listed once.
+#[test]
+fn bad_or_unsupported_annotations_are_served_with_the_default_and_reported() {
+    if !vm::in_guest() {
+        return in_vm("bad_or_unsupported_annotations_are_served_with_the_default_and_reported");
+    }
+    let mut lab = lab::annotations::lab("random");
+    start_ipvs(&mut lab, &[]);
+    lab::annotations::bad_annotations_are_served_with_the_default(&lab, "ipvs", "random");
+    let table = kernel(&lab);
+    for vip in ["10.96.0.50", "10.96.0.51", "10.96.0.52", "10.96.0.53"] {
+        assert_eq!(table[&format!("TCP {vip}:80")].scheduler, "rr", "{}", ipvsadm(&lab));
+    }
+}
+
 #[test]
 fn least_connection_schedulers_send_new_connections_to_the_idle_endpoint() {
     if !vm::in_guest() {

@@ -21,6 +21,7 @@ mod no_local;
 mod pacing;
 mod runner;
 mod sysctl;
+mod warnings;
 
 pub use conntrack_settings::{
     ConntrackSettings, Outcome as ConntrackOutcome, Skip as ConntrackSkip, apply_conntrack_settings, conntrack_max,

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kproxy_admin::metrics::FamilyLabel;
+use kproxy_admin::metrics::{AnnotationLabels, FamilyLabel};
 use kproxy_admin::{Clock, Health, HealthCheck, HealthChecks, Metrics};
 use kproxy_model::{Changes, IpFamily, ProxyState, ServiceName, ServicePortName};
 use kproxy_state::{SourceEvent, StateBuilder};
@@ -15,6 +15,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use crate::dataplane::{Dataplane, DataplaneError, SyncKind, SyncRequest};
 use crate::no_local::NoLocalEndpoints;
 use crate::pacing::SyncBucket;
+use crate::warnings::Warnings;
 
 /// When to sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,7 @@ pub struct Runner {
     /// latency says nothing about kproxy.
     started: SystemTime,
     no_local: NoLocalEndpoints,
+    warnings: Warnings,
     seen_events: (u64, u64),
     // Sync bookkeeping.
     last_attempt: Option<Instant>,
@@ -108,6 +110,7 @@ impl Runner {
             handles,
             started,
             no_local: NoLocalEndpoints::default(),
+            warnings: Warnings::default(),
             seen_events: (0, 0),
             last_attempt: None,
             last_done: None,
@@ -233,7 +236,9 @@ impl Runner {
             self.bucket.take(now);
         }
         self.last_attempt = Some(now);
-        self.unapplied.merge(self.builder.take_changes());
+        let changes = self.builder.take_changes();
+        self.report_warnings(&changes);
+        self.unapplied.merge(changes);
         self.handles.state.send_replace(Arc::new(self.builder.state().clone()));
         self.handles.health.set_node_eligible(self.builder.state().node.eligible);
         self.observe_pending();
@@ -314,6 +319,22 @@ impl Runner {
 }
 
 impl Runner {
+    /// Logs and counts the annotation warnings `changes` brought, once each
+    /// (the Service is served with the annotation's default).
+    fn report_warnings(&mut self, changes: &Changes) {
+        for (service, w) in self.warnings.update(self.builder.state(), changes) {
+            warn!(
+                %service,
+                annotation = %w.annotation,
+                reason = %w.reason,
+                fallback = %w.fallback,
+                "service annotation not honoured; using its default"
+            );
+            let labels = AnnotationLabels { annotation: w.kind.as_str(), problem: w.problem.as_str() };
+            self.handles.metrics.annotation_fallbacks.get_or_create(&labels).inc();
+        }
+    }
+
     /// Updates the health-check registry for the services this sync
     /// changed: their node port and how many ready endpoints this node has.
     fn record_health_checks(&self) {

@@ -167,3 +167,38 @@ async fn a_sync_records_health_check_ports_with_their_local_endpoints() {
     at(2_000).await;
     assert_eq!(h.health_checks.by_port(32000), None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_annotation_is_counted_once_per_change_not_per_sync() {
+    let h = Harness::start(config(), &[]);
+    let svc = |scheduler: &str| {
+        let svc = service("default", "web")
+            .cluster_ip("10.96.0.30")
+            .port("http", "TCP", 80)
+            .annotation("kproxy.io/scheduler", scheduler)
+            .build();
+        SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))
+    };
+    let counted = |h: &Harness| {
+        let line = "kproxy_annotation_fallbacks_total{annotation=\"kproxy.io/scheduler\",problem=\"invalid\"}";
+        let metrics = h.metrics.encode();
+        metrics.lines().find_map(|l| l.strip_prefix(line)).map(|v| v.trim().to_owned()).unwrap_or_default()
+    };
+    h.send(svc("bogus")).await;
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    assert_eq!(counted(&h), "1");
+    assert_eq!(h.state.borrow().ipv4.service_ports.len(), 1, "served all the same");
+    // Endpoints change and periodic syncs run: the same warning, no new count.
+    let sl = slice("default", "web-1", "web").port("http", "TCP", 8080).endpoint(Ep::new("10.244.1.30")).build();
+    h.send(SourceEvent::Apply(convert::endpoint_slice(&sl).unwrap())).await;
+    at(60_000).await;
+    let calls = h.calls();
+    assert_eq!(calls[1].changed_ports, 1, "the endpoint change: {calls:?}");
+    assert!(calls.len() > 2, "and periodic syncs: {calls:?}");
+    assert_eq!(counted(&h), "1");
+    // Another bad value is another change.
+    h.send(svc("fastest")).await;
+    at(2_000).await;
+    assert_eq!(counted(&h), "2");
+}

@@ -37,8 +37,9 @@
 //! chains once and sends [`cleanup`] with `keep` set to the new [`Applied`].
 //!
 //! Schedulers: iptables mode picks endpoints at random (`statistic`), as
-//! upstream; a port asking for any other scheduler is skipped with a reason
-//! and not served. Weights (`kproxy.io/weights`) are ignored by `random`.
+//! upstream, with equal weights. A Service asking for another scheduler or
+//! for weights is served at random all the same; the state says so with a
+//! warning when built with [`support`].
 
 mod base;
 mod claims;
@@ -54,4 +55,4 @@ pub use base::{FILTER_CHAINS, JumpRule, NAT_CHAINS, jump_rules};
 pub use config::{LocalDetector, PlanConfig};
 pub use payload::{Payload, Rule, Table, TablePayload};
 pub use plan::{Applied, Planned, cleanup, fixed_chains, plan};
-pub use port::probability;
+pub use port::{probability, support};

@@ -83,27 +83,24 @@ struct PortPlan {
     /// Some frontend of the port is another port's (see [`claims`]): the
     /// rules depend on other ports too, so they are never reused.
     contested: bool,
-    /// `Err`: not served, with the reason.
-    rules: Arc<Result<PortRules, String>>,
+    rules: Arc<PortRules>,
 }
 
 impl PortPlan {
     /// `owned` is `port` without the frontends other ports own (`contested`
     /// when that is any).
     fn new(port: &Arc<ServicePort>, owned: &ServicePort, contested: bool, cx: &Context<'_>) -> Self {
-        // Written into a scratch set first, so a port that cannot be served
-        // leaves nothing half-written.
         let mut scratch = Ruleset::default();
-        let rules = port_rules(owned, cx, &mut scratch).map(|()| PortRules::split(scratch));
-        Self { port: Arc::clone(port), contested, rules: Arc::new(rules) }
+        port_rules(owned, cx, &mut scratch);
+        Self { port: Arc::clone(port), contested, rules: Arc::new(PortRules::split(scratch)) }
     }
 
     fn own(&self) -> &[OwnChain] {
-        self.rules.as_ref().as_ref().map(|r| r.own.as_slice()).unwrap_or(&[])
+        &self.rules.own
     }
 
     fn shared(&self) -> &[SharedPart] {
-        self.rules.as_ref().as_ref().map(|r| r.shared.as_slice()).unwrap_or(&[])
+        &self.rules.shared
     }
 }
 
@@ -205,9 +202,6 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
                 PortPlan::new(port, &owned, contested, &cx)
             }
         };
-        if let Err(reason) = planned.rules.as_ref() {
-            skips.push(reason.clone());
-        }
         ports.insert(name.clone(), planned);
     }
     let mut head = Ruleset::default();
@@ -216,8 +210,7 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     let node_ports =
         if inputs.match_all { NodePortDestinations::Local } else { NodePortDestinations::Listed(&inputs.node_ips) };
     base::tail(&inputs.config, family, node_ports, &mut tail, &mut skips);
-    // Only served ports' cluster IPs: a skipped port leaves nothing behind.
-    base::unserved(ports.values().filter(|p| p.rules.is_ok()).map(|p| p.port.as_ref()), &mut tail);
+    base::unserved(ports.values().map(|p| p.port.as_ref()), &mut tail);
     let fixed = Fixed::new(&head, &tail, &ports);
     let fixed_hashes = fixed.hashes();
 

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use kproxy_model::{Endpoint, FrontendKind, IpNet, Scheduler, ServicePort, TrafficPolicy};
+use kproxy_model::{Endpoint, FrontendKind, IpNet, ModeSupport, Scheduler, ServicePort, TrafficPolicy, WeightSupport};
 
 use crate::config::{LocalMatch, PlanConfig};
 use crate::names::{
@@ -101,23 +101,27 @@ impl<'p> Shape<'p> {
     }
 }
 
-/// Writes `port`'s rules into `out`; `Err` with the reason when the port
-/// cannot be served in iptables mode (nothing is written then).
-pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset) -> Result<(), String> {
-    match port.scheduler {
-        None | Some(Scheduler::Random) => {}
-        Some(other) => {
-            return Err(format!(
-                "{}: scheduler {other} is not supported in iptables mode (supported: random); not served",
-                port.name
-            ));
-        }
-    }
+/// Writes `port`'s rules into `out`. Endpoints are picked at random
+/// (upstream's `statistic`), whatever `kproxy.io/scheduler` asks: the state
+/// gives another scheduler as the default and says so ([`support`]), and
+/// weights do not count here.
+pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset) {
     let shape = Shape::new(port);
     dispatch(&shape, cx, out);
     node_ports(&shape, out);
     own_chains(&shape, cx, out);
-    Ok(())
+}
+
+/// What this mode does of kproxy's annotations, for the state: `random`
+/// only, no weights, no health checks.
+pub fn support() -> ModeSupport {
+    ModeSupport {
+        mode: "iptables",
+        default_scheduler: Scheduler::Random,
+        schedulers: vec![Scheduler::Random],
+        weights: WeightSupport::Ignored,
+        health_checks: false,
+    }
 }
 
 /// The port's rules in KUBE-SERVICES (nat and filter), KUBE-PROXY-FIREWALL

@@ -244,20 +244,56 @@ fn deleting_a_service_deletes_its_chains_and_rewrites_dispatch() {
     assert!(others.is_empty(), "the other service is untouched: {others:?}");
 }
 
+/// A scheduler or weights this mode cannot do plan upstream's random pick
+/// over every endpoint, whether the state already replaced them (built
+/// with [`kproxy_iptables::support`], as `run` builds it: with warnings) or
+/// not: the service is served.
 #[test]
-fn an_unsupported_scheduler_is_skipped_with_its_reason() {
-    let mut s = scenario();
-    let mut svc = service("ns7", "rr").cluster_ip("10.96.0.47").port("p", "TCP", 80).build();
-    svc.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "rr".to_owned())].into());
-    s.service(svc);
-    s.slice(slice("ns7", "rr-a", "rr").port("p", "TCP", 80).endpoint(Ep::new("10.244.1.70").node("node-a")).build());
-    s.sync();
-    let planned = plan(s.state(), IpFamily::V4, &config(), None);
+fn an_unsupported_scheduler_and_weights_plan_random_with_equal_weights() {
+    let add = |s: &mut Scenario, name: &str, ip: &str, annotated: bool| {
+        let mut svc = service("ns7", name).cluster_ip(ip).port("p", "TCP", 80);
+        if annotated {
+            svc = svc.annotation("kproxy.io/scheduler", "rr").annotation("kproxy.io/weights", "10.244.1.70=5");
+        }
+        s.service(svc.build());
+        let sl = slice("ns7", &format!("{name}-a"), name).port("p", "TCP", 80);
+        let sl = sl.endpoint(Ep::new("10.244.1.70").node("node-a")).endpoint(Ep::new("10.244.2.70").node("node-b"));
+        s.slice(sl.build());
+    };
+    let mut plain = scenario();
+    let mut supported = Scenario::new(StateConfig {
+        node_name: "node-a".into(),
+        mode: kproxy_iptables::support(),
+        ..Default::default()
+    });
+    supported.node(node("node-a").address("InternalIP", "192.168.77.1").build());
+    for s in [&mut plain, &mut supported] {
+        add(s, "rr", "10.96.0.47", true);
+        add(s, "random", "10.96.0.48", false);
+        s.sync();
+        let text = full(s, IpFamily::V4).payload.render();
+        let rules = |name: &str| -> Vec<String> {
+            // The annotated service's rules are the plain one's, but for
+            // its name, address and chain hashes.
+            let lines = text.lines().filter(|l| l.contains(&format!("ns7/{name}:p"))).map(|l| {
+                let l = l.replace("10.96.0.47", "VIP").replace("10.96.0.48", "VIP");
+                l.split(' ').map(|w| if w.starts_with("KUBE-S") { "CHAIN" } else { w }).collect::<Vec<_>>().join(" ")
+            });
+            lines.map(|l| l.replace(&format!("ns7/{name}:p"), "NAME")).collect()
+        };
+        assert!(text.contains("--probability 0.5000000000"), "{text}");
+        assert_eq!(rules("rr"), rules("random"), "{text}");
+        assert!(!rules("rr").is_empty());
+    }
+    let port = supported.port("ns7", "rr", "p");
+    assert_eq!((port.scheduler, port.weights.len()), (None, 0));
     assert_eq!(
-        planned.skips,
-        ["ns7/rr:p/TCP: scheduler rr is not supported in iptables mode (supported: random); not served"]
+        port.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "kproxy.io/scheduler: scheduler rr is not supported in iptables mode (supported: random); using random",
+            "kproxy.io/weights: iptables mode picks every endpoint with the same probability; every endpoint weighs 1",
+        ]
     );
-    assert!(!planned.payload.render().contains("ns7/rr"));
 }
 
 #[test]

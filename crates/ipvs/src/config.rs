@@ -2,7 +2,9 @@
 
 use std::net::IpAddr;
 
-use kproxy_model::Scheduler;
+use kproxy_model::{ModeSupport, Scheduler, WeightSupport};
+
+use crate::plan::ipvs_scheduler;
 
 /// The IPVS planner's settings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -28,9 +30,31 @@ impl Default for PlanConfig {
 }
 
 impl PlanConfig {
-    /// The scheduler a service port asks for, before checking that IPVS has
-    /// it.
-    pub fn scheduler_for(&self, annotated: Option<Scheduler>) -> Scheduler {
-        annotated.or(self.default_scheduler).unwrap_or(Scheduler::Rr)
+    /// The default scheduler: `ipvs.scheduler` when IPVS has it, else `rr`.
+    pub fn default_scheduler(&self) -> Scheduler {
+        self.default_scheduler.filter(|s| ipvs_scheduler(*s).is_some()).unwrap_or(Scheduler::Rr)
+    }
+
+    /// The IPVS scheduler of a service port: its annotation when IPVS has
+    /// that scheduler, else the default. The state gives one IPVS lacks as
+    /// `None` and says so ([`PlanConfig::support`]); a state built without
+    /// that gets the default here too, never an unserved port.
+    pub fn scheduler_for(&self, annotated: Option<Scheduler>) -> &'static str {
+        annotated
+            .and_then(ipvs_scheduler)
+            .or_else(|| ipvs_scheduler(self.default_scheduler()))
+            .expect("the default scheduler is one IPVS has")
+    }
+
+    /// What this mode does of kproxy's annotations, for the state: every
+    /// scheduler IPVS has, weights as they are, no health checks.
+    pub fn support(&self) -> ModeSupport {
+        ModeSupport {
+            mode: "ipvs",
+            default_scheduler: self.default_scheduler(),
+            schedulers: Scheduler::ALL.into_iter().filter(|s| ipvs_scheduler(*s).is_some()).collect(),
+            weights: WeightSupport::Full,
+            health_checks: false,
+        }
     }
 }

@@ -30,8 +30,8 @@ pub fn ipvs_scheduler(scheduler: Scheduler) -> Option<&'static str> {
     }
 }
 
-/// Every virtual server, `kube-ipvs0` address and rejected service port
-/// for `state`. Deterministic: the same state gives the same plan.
+/// Every virtual server, `kube-ipvs0` address and rejected frontend for
+/// `state`. Deterministic: the same state gives the same plan.
 ///
 /// Destinations are the endpoint set SEMANTICS.md ("Choosing endpoints")
 /// gives the frontend's kind for traffic IPVS sees: the cluster IP uses
@@ -49,15 +49,7 @@ pub fn plan(state: &ProxyState, config: &PlanConfig) -> Plan {
     let mut out = Plan::default();
     let mut claims: BTreeMap<ServerKey, Claim> = BTreeMap::new();
     for sp in state.service_ports() {
-        let requested = config.scheduler_for(sp.scheduler);
-        let Some(scheduler) = ipvs_scheduler(requested) else {
-            out.rejected.push(Rejected {
-                port: sp.name.clone(),
-                family: sp.family,
-                reason: format!("scheduler {requested} has no IPVS equivalent on the supported kernels"),
-            });
-            continue;
-        };
+        let scheduler = config.scheduler_for(sp.scheduler);
         for frontend in frontends(sp, config) {
             let server = virtual_server(sp, &frontend, scheduler);
             let key = server.key();

@@ -83,20 +83,27 @@ fn a_load_balancer_service_plans_every_frontend_from_the_annotations() {
     }
 }
 
+/// `random` is no IPVS scheduler: the service is served with the default,
+/// and the state (built with the mode's support, as `run` builds it) says so.
 #[test]
-fn a_random_scheduler_annotation_is_rejected_naming_the_service_port() {
-    let mut s = scenario();
-    let mut svc = service("default", "dice").cluster_ip("10.96.0.30").port("http", "TCP", 80).build();
-    svc.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "random".to_owned())].into());
-    s.service(svc);
+fn a_random_scheduler_annotation_is_served_with_the_default_and_a_warning() {
+    let config = PlanConfig { default_scheduler: Some(kproxy_model::Scheduler::Wrr), ..PlanConfig::default() };
+    let mut s =
+        Scenario::new(StateConfig { node_name: "node-a".into(), mode: config.support(), ..StateConfig::default() });
+    let svc = service("default", "dice").cluster_ip("10.96.0.30").port("http", "TCP", 80);
+    s.service(svc.annotation("kproxy.io/scheduler", "random").build());
     s.sync();
-    let plan = plan(s.state(), &PlanConfig::default());
-    assert!(plan.servers.is_empty());
-    let rejected: Vec<String> = plan.rejected.iter().map(ToString::to_string).collect();
+    let port = s.port("default", "dice", "http");
     assert_eq!(
-        rejected,
-        ["default/dice:http/TCP (IPv4): scheduler random has no IPVS equivalent on the supported kernels"]
+        port.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "kproxy.io/scheduler: scheduler random is not supported in ipvs mode (supported: rr, wrr, lc, wlc, sed, nq, sh, dh, mh, fo, ovf, lblc, lblcr); using wrr"
+        ]
     );
+    let plan = plan(s.state(), &config);
+    assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
+    let servers: Vec<String> = plan.servers.values().map(|v| format!("{} {}", v.key(), v.scheduler)).collect();
+    assert_eq!(servers, ["TCP 10.96.0.30:80 wrr"]);
 }
 
 /// Applies ops the way the kernel would, with no connections anywhere.

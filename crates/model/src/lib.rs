@@ -5,6 +5,7 @@
 //! no I/O, reads no clock and knows nothing about Kubernetes' wire types:
 //! `kproxy-state` converts those into these.
 
+mod annotation;
 mod changes;
 mod endpoint;
 mod frontend;
@@ -15,6 +16,7 @@ mod scheduler;
 mod service_port;
 mod state;
 
+pub use annotation::{Annotation, AnnotationWarning, ModeSupport, Problem, WeightSupport};
 pub use changes::{Changes, StaleUdpEndpoint};
 pub use endpoint::Endpoint;
 pub use frontend::{Frontend, FrontendKind};

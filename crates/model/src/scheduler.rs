@@ -6,8 +6,9 @@ use std::str::FromStr;
 use serde::Serialize;
 
 /// The schedulers kproxy knows, named as IPVS names them. Which ones a
-/// mode supports is the mode's business; a mode never silently replaces
-/// one it cannot do.
+/// mode supports is the mode's business ([`crate::ModeSupport`]); a Service
+/// asking for one its mode cannot do gets the mode's default, with an
+/// [`crate::AnnotationWarning`] saying so.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scheduler {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Serialize;
 
-use crate::{Endpoint, Frontend, FrontendKind, HealthCheck, IpFamily, Scheduler, ServicePortName};
+use crate::{AnnotationWarning, Endpoint, Frontend, FrontendKind, HealthCheck, IpFamily, Scheduler, ServicePortName};
 
 /// `internalTrafficPolicy` / `externalTrafficPolicy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -47,7 +47,8 @@ pub struct ServicePort {
     pub external_traffic_policy: TrafficPolicy,
     pub session_affinity: Option<SessionAffinity>,
     /// From the `kproxy.io/scheduler` annotation; `None` is the mode's
-    /// default.
+    /// default (also when the annotation is bad or names a scheduler the
+    /// mode cannot do: see `warnings`).
     pub scheduler: Option<Scheduler>,
     /// From `kproxy.io/weights`: endpoint address -> weight; unlisted
     /// endpoints weigh 1, and weight 0 takes an endpoint out of new picks.
@@ -58,6 +59,11 @@ pub struct ServicePort {
     pub health_check: Option<HealthCheck>,
     /// Only for LoadBalancer services with `externalTrafficPolicy: Local`.
     pub health_check_node_port: Option<u16>,
+    /// The Service's `kproxy.io/*` annotations that are not honoured (bad,
+    /// or not supported by the running mode), each replaced by its
+    /// default: the fields above hold what is used.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<AnnotationWarning>,
     /// Endpoints usable from anywhere in the cluster (SEMANTICS.md,
     /// "Choosing endpoints", steps 1-2).
     pub cluster_endpoints: Vec<Endpoint>,

@@ -1,5 +1,6 @@
 //! The node's whole desired state: what every dataplane programs.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use ipnet::IpNet;
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 
-use crate::{IpFamily, ServiceName, ServicePort, ServicePortName};
+use crate::{AnnotationWarning, IpFamily, ServiceName, ServicePort, ServicePortName};
 
 /// This node as the proxy sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -52,8 +53,13 @@ pub struct FamilyState {
 impl FamilyState {
     /// Some port of `service` is served in this family.
     pub fn has_service(&self, service: &ServiceName) -> bool {
+        self.ports_of(service).next().is_some()
+    }
+
+    /// The ports of `service` in this family, in name order.
+    pub fn ports_of<'a>(&'a self, service: &'a ServiceName) -> impl Iterator<Item = &'a ServicePort> + 'a {
         let first = ServicePortName::first_of(service.clone());
-        self.service_ports.range(first..).next().is_some_and(|(name, _)| name.service == *service)
+        self.service_ports.range(first..).take_while(move |(name, _)| name.service == *service).map(|(_, p)| p.as_ref())
     }
 }
 
@@ -83,6 +89,21 @@ impl ProxyState {
 
     pub fn service_port(&self, family: IpFamily, name: &ServicePortName) -> Option<&ServicePort> {
         self.family(family).service_ports.get(name).map(Arc::as_ref)
+    }
+
+    /// The ports of `service` in both families, IPv4 first.
+    pub fn ports_of<'a>(&'a self, service: &'a ServiceName) -> impl Iterator<Item = &'a ServicePort> + 'a {
+        IpFamily::ALL.into_iter().flat_map(move |f| self.family(f).ports_of(service))
+    }
+
+    /// The annotation warnings of every Service (from all its ports, both
+    /// families), each once.
+    pub fn warnings(&self) -> BTreeMap<ServiceName, BTreeSet<AnnotationWarning>> {
+        let mut out: BTreeMap<ServiceName, BTreeSet<AnnotationWarning>> = BTreeMap::new();
+        for port in self.service_ports().filter(|p| !p.warnings.is_empty()) {
+            out.entry(port.name.service.clone()).or_default().extend(port.warnings.iter().cloned());
+        }
+        out
     }
 
     /// Every service port of both families, IPv4 first, each in name order.

@@ -26,3 +26,4 @@ pub use base::from_pods;
 pub use config::{LocalDetector, PlanConfig};
 pub use objects::{BaseChain, Chain, ChainType, Element, Hook, SetData, SetDef, Table};
 pub use plan::{Applied, FamilyPlan, Op, Plan, Planned, plan, table};
+pub use port::{MAX_WEIGHTED_SLOTS, SCHEDULERS, support};

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use kproxy_model::{Endpoint, Frontend, FrontendKind, IpNet, Scheduler, ServicePort, TrafficPolicy};
+use kproxy_model::{
+    Endpoint, Frontend, FrontendKind, IpNet, ModeSupport, Scheduler, ServicePort, TrafficPolicy, WeightSupport,
+};
 
 use crate::ast::{Atom, Data, Field, Match, Rule, Stmt, Verdict};
 use crate::base;
@@ -256,11 +258,16 @@ impl Builder<'_> {
     }
 
     /// The chain that picks among `list` for frontend `f`, with the
-    /// elements it needs; `None` when the scheduler is not supported here.
+    /// elements it needs; `None` when no endpoint may be picked (every one
+    /// weighs 0).
     fn selector(&self, f: &Frontend, list: List, usage: Usage, out: &mut PortObjects) -> Option<String> {
         let port = self.port;
-        let slots = match port.scheduler {
-            Some(Scheduler::Mh) => maglev(port, self.endpoints(list)),
+        // The state gives a scheduler this mode cannot do as `None` and
+        // says so ([`support`]); a state built without that gets the
+        // default here too, never an unserved port.
+        let scheduler = port.scheduler.filter(|s| SCHEDULERS.contains(s)).unwrap_or(Scheduler::Random);
+        let slots = match scheduler {
+            Scheduler::Mh => maglev(port, self.endpoints(list)),
             _ => weighted(port, self.endpoints(list)),
         };
         let endpoints = match slots {
@@ -271,21 +278,13 @@ impl Builder<'_> {
             }
         };
         let n = u32::try_from(endpoints.len()).expect("a port has far fewer than 2^32 endpoints");
-        let scheduler = port.scheduler.unwrap_or(Scheduler::Random);
         let (inc, hash) = match scheduler {
-            Scheduler::Random => (false, None),
             // Round robin over the weighted slots is IPVS's wrr.
             Scheduler::Rr | Scheduler::Wrr => (true, None),
             // Maglev: the source address hashed into the lookup table.
             Scheduler::Sh | Scheduler::Mh => (false, Some(Field::Saddr)),
             Scheduler::Dh => (false, Some(Field::Daddr)),
-            other => {
-                out.skips.push(format!(
-                    "{}: scheduler {other} is not supported in nftables mode (supported: random, rr, wrr, sh, dh, mh); not served",
-                    port.name
-                ));
-                return None;
-            }
+            _ => (false, None),
         };
         let pick = |targets: Vec<String>| match hash {
             Some(field) => Stmt::HashGoto { field, targets },
@@ -363,26 +362,42 @@ impl Builder<'_> {
 /// Most slots a weighted endpoint list may take (map elements per frontend).
 pub const MAX_WEIGHTED_SLOTS: usize = 4096;
 
+/// The schedulers this mode can do; `random` is its default.
+pub const SCHEDULERS: [Scheduler; 6] =
+    [Scheduler::Random, Scheduler::Rr, Scheduler::Wrr, Scheduler::Sh, Scheduler::Dh, Scheduler::Mh];
+
+/// What this mode does of kproxy's annotations, for the state: the
+/// [`SCHEDULERS`], weights as at most [`MAX_WEIGHTED_SLOTS`] pick slots,
+/// no health checks.
+pub fn support() -> ModeSupport {
+    ModeSupport {
+        mode: "nftables",
+        default_scheduler: Scheduler::Random,
+        schedulers: SCHEDULERS.to_vec(),
+        weights: WeightSupport::Slots { max: MAX_WEIGHTED_SLOTS },
+        health_checks: false,
+    }
+}
+
 /// The endpoints as pick slots. With `kproxy.io/weights`, each endpoint
 /// takes slots in proportion to its weight, in IPVS wrr order
 /// (`kproxy_sched::wrr_table`): `numgen inc` over them is wrr, `numgen
-/// random` and `jhash` weighted; weight 0 takes none. Without weights, one
-/// slot each.
+/// random` and `jhash` weighted; weight 0 takes none. Without weights, or
+/// with weights needing more than [`MAX_WEIGHTED_SLOTS`] (the state drops
+/// those and says so), one slot each.
 fn weighted<'e>(port: &ServicePort, endpoints: &'e [Endpoint]) -> Result<Vec<&'e Endpoint>, String> {
     let weights: Vec<u32> = endpoints.iter().map(|e| port.weight_of(e.ip)).collect();
     if weights.iter().all(|w| *w == 1) {
         return Ok(endpoints.iter().collect());
     }
-    let table = kproxy_sched::wrr_table(&weights);
-    if table.is_empty() && !endpoints.is_empty() {
+    let len = kproxy_sched::wrr_table_len(&weights);
+    if len == 0 && !endpoints.is_empty() {
         return Err("every endpoint has weight 0 (kproxy.io/weights)".into());
     }
-    if table.len() > MAX_WEIGHTED_SLOTS {
-        return Err(format!(
-            "weights {weights:?} need {} pick slots in nftables mode (at most {MAX_WEIGHTED_SLOTS}); use smaller weights",
-            table.len()
-        ));
+    if len > MAX_WEIGHTED_SLOTS as u64 {
+        return Ok(endpoints.iter().collect());
     }
+    let table = kproxy_sched::wrr_table(&weights);
     Ok(table.into_iter().map(|i| &endpoints[i]).collect())
 }
 

@@ -313,20 +313,64 @@ fn session_affinity_and_round_robin_reach_every_endpoint_on_a_first_connection()
     assert!(t.branches[0].path.iter().any(|line| line.contains("update @sticky-")), "{:#?}", t.branches[0].path);
 }
 
+/// A scheduler this mode cannot do plans the default (random), whether the
+/// state already replaced it (built with [`kproxy_nftables::support`], as
+/// `run` builds it: with a warning) or not: the service is served.
 #[test]
-fn a_scheduler_nftables_cannot_do_rejects_and_is_reported() {
-    let mut s = scenario();
-    s.service(annotated("lc", "10.96.0.80", Some("lc"), false));
-    two_endpoints(&mut s, "lc");
-    s.sync();
-    assert_eq!(fates(&s, POD, "10.96.0.80:80"), [Fate::Reject]);
-    let planned = full(s.state(), None);
+fn a_scheduler_nftables_cannot_do_plans_random() {
+    let random_table = {
+        let mut s = scenario();
+        s.service(annotated("lc", "10.96.0.80", None, false));
+        two_endpoints(&mut s, "lc");
+        s.sync();
+        table(s.state(), IpFamily::V4, &config())
+    };
+    let mut plain = scenario();
+    let config_with_support = kproxy_state::StateConfig {
+        node_name: "node-a".into(),
+        mode: kproxy_nftables::support(),
+        ..Default::default()
+    };
+    let mut supported = Scenario::new(config_with_support);
+    for s in [&mut plain, &mut supported] {
+        s.service(annotated("lc", "10.96.0.80", Some("lc"), false));
+        two_endpoints(s, "lc");
+        s.sync();
+        assert_eq!(fates(s, POD, "10.96.0.80:80"), [dnat("10.244.2.70:8080", false), dnat("10.244.2.71:8080", false)]);
+        assert!(full(s.state(), None).skips.is_empty());
+        assert!(table(s.state(), IpFamily::V4, &config()) == random_table, "the same table as without the annotation");
+    }
+    let port = supported.port("default", "lc", "p");
+    assert_eq!(port.scheduler, None);
     assert_eq!(
-        planned.skips,
+        port.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         [
-            "default/lc:p/TCP: scheduler lc is not supported in nftables mode (supported: random, rr, wrr, sh, dh, mh); not served"
+            "kproxy.io/scheduler: scheduler lc is not supported in nftables mode (supported: random, rr, wrr, sh, dh, mh); using random"
         ]
     );
+}
+
+/// Weights needing more pick slots than the table takes are not weighted:
+/// one slot per endpoint, served (the state says so when built with the
+/// mode's support).
+#[test]
+fn weights_needing_too_many_slots_give_one_slot_per_endpoint() {
+    let mut s = scenario();
+    let mut svc = annotated("w", "10.96.0.83", Some("wrr"), false);
+    svc.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kproxy.io/weights".into(), "10.244.2.70=65535".into());
+    s.service(svc);
+    two_endpoints(&mut s, "w");
+    s.sync();
+    assert_eq!(s.port("default", "w", "p").weight_of(ip("10.244.2.70")), 65535, "the state kept them");
+    let planned = full(s.state(), None);
+    assert!(planned.skips.is_empty(), "{:?}", planned.skips);
+    assert_eq!(fates(&s, POD, "10.96.0.83:80"), [dnat("10.244.2.70:8080", false), dnat("10.244.2.71:8080", false)]);
+    let text = kproxy_nftables::render::plan(&planned.plan);
+    let slots = |ip: &str| text.lines().filter(|l| l.contains("10.96.0.83") && l.contains(ip)).count();
+    assert_eq!((slots("10.244.2.70"), slots("10.244.2.71")), (1, 1), "{text}");
 }
 
 #[test]

@@ -39,7 +39,7 @@ pub use maglev::{MAGLEV_SIZE, Mh, maglev_slot, maglev_table};
 pub use member::{Load, Member, Request};
 pub use random::{Random, Twos};
 pub use rng::Rng;
-pub use round_robin::{Rr, Wrr, wrr_table};
+pub use round_robin::{Rr, Wrr, wrr_table, wrr_table_len};
 pub use siphash::{MEMBER_ID_KEY, member_id, siphash13};
 
 /// A scheduler for one service port's members.

@@ -131,15 +131,20 @@ impl Schedule for Wrr {
     }
 }
 
+/// The length of [`wrr_table`] for `weights` (the sum of the weights over
+/// their greatest common divisor), without building it; 0 when no weight
+/// is positive.
+pub fn wrr_table_len(weights: &[u32]) -> u64 {
+    let Some(step) = gcd_weight(weights) else { return 0 };
+    weights.iter().map(|&w| u64::from(w / step)).sum()
+}
+
 /// Member indices in IPVS wrr order over one full cycle (length = sum of
 /// weights / gcd), so `numgen inc mod len` over it reproduces wrr; empty
 /// when no weight is positive. Used with `numgen random`, it is weighted
 /// random. Memory is one entry per weight unit / gcd: bound the weights.
 pub fn wrr_table(weights: &[u32]) -> Vec<usize> {
-    let Some(step) = gcd_weight(weights) else {
-        return Vec::new();
-    };
-    let len: u64 = weights.iter().map(|&w| u64::from(w / step)).sum();
+    let len = wrr_table_len(weights);
     let mut pass = Pass::default();
     pass.reset(weights);
     let usable = vec![true; weights.len()];
@@ -196,6 +201,14 @@ mod tests {
         assert_eq!(wrr_table(&[0, 3, 0]), [1]);
         assert_eq!(wrr_table(&[1, 1, 1]), [0, 1, 2]);
         assert!(wrr_table(&[0, 0]).is_empty());
+    }
+
+    #[test]
+    fn wrr_table_len_is_the_tables_length_without_building_it() {
+        for weights in [&[4, 3, 2][..], &[4, 2], &[0, 3, 0], &[1, 1, 1], &[0, 0], &[], &[6, 10, 0]] {
+            assert_eq!(wrr_table_len(weights), wrr_table(weights).len() as u64, "{weights:?}");
+        }
+        assert_eq!(wrr_table_len(&[1, 65535, 65535]), 131071);
     }
 
     #[test]

@@ -297,7 +297,7 @@ impl StateBuilder {
     fn rebuild(&mut self, name: &ServiceName, changes: &mut Changes) {
         let slices = self.slices_by_service.get(name).into_iter().flatten().filter_map(|k| self.slices.get(k));
         let new_ports = match self.services.get(name) {
-            Some(service) => service_ports(service, slices, &self.state.node),
+            Some(service) => service_ports(service, slices, &self.state.node, &self.config.mode),
             None => Vec::new(),
         };
         let mut by_family: [BTreeMap<ServicePortName, ServicePort>; 2] = Default::default();

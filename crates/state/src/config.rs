@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use kproxy_model::IpNet;
+use kproxy_model::{IpNet, ModeSupport};
 
 /// Which node addresses serve node ports (`nodePortAddresses`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -38,4 +38,7 @@ pub struct StateConfig {
     /// Without a Node object this node is not eligible for traffic (in a
     /// cluster the Node always exists; in standalone mode it may not).
     pub node_required: bool,
+    /// What the running mode does of kproxy's `kproxy.io/*` annotations:
+    /// what it cannot do falls back to the default, with a warning.
+    pub mode: ModeSupport,
 }

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use kproxy_model::{HealthCheck, IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
+use kproxy_model::{
+    Annotation, HealthCheck, IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy,
+};
 use serde::Serialize;
 
 /// Why a valid Service gets no rules from kproxy (SEMANTICS.md, "Inputs").
@@ -75,12 +77,33 @@ pub struct ServiceInfo {
     pub external_traffic_policy: TrafficPolicy,
     pub health_check_node_port: Option<u16>,
     pub publish_not_ready_addresses: bool,
-    /// The `kproxy.io/scheduler` annotation.
+    /// kproxy's own annotations; `None` when the Service has none (most
+    /// do not: boxed, to keep every other Service small).
+    pub annotations: Option<Box<Annotations>>,
+}
+
+/// A Service's `kproxy.io/*` annotations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Annotations {
+    /// `kproxy.io/scheduler`.
     pub scheduler: Option<Scheduler>,
-    /// The `kproxy.io/weights` annotation.
+    /// `kproxy.io/weights`.
     pub weights: BTreeMap<IpAddr, u32>,
-    /// The `kproxy.io/health-check*` annotations (boxed: rarely set).
-    pub health_check: Option<Box<HealthCheck>>,
+    /// `kproxy.io/health-check*`.
+    pub health_check: Option<HealthCheck>,
+    /// Annotations whose value is bad; the fields above hold their
+    /// defaults instead.
+    pub invalid: Vec<InvalidAnnotation>,
+}
+
+/// A `kproxy.io/*` annotation whose value kproxy cannot use. The Service is
+/// still served, with that annotation's default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidAnnotation {
+    pub kind: Annotation,
+    /// The annotation as written (`kproxy.io/health-check-interval`).
+    pub key: String,
+    pub reason: String,
 }
 
 impl ServiceInfo {
@@ -100,9 +123,7 @@ impl ServiceInfo {
             external_traffic_policy: TrafficPolicy::Cluster,
             health_check_node_port: None,
             publish_not_ready_addresses: false,
-            scheduler: None,
-            weights: BTreeMap::new(),
-            health_check: None,
+            annotations: None,
         }
     }
 

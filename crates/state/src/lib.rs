@@ -6,6 +6,7 @@
 //! do I/O, read a clock, or depend on an async runtime: sources feed it
 //! [`SourceEvent`]s and the runner asks it for changes.
 
+mod annotation;
 mod builder;
 mod categorize;
 mod config;

@@ -4,20 +4,24 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use kproxy_model::{Frontend, FrontendKind, IpFamily, IpNet, NodeState, ServicePort, ServicePortName};
+use kproxy_model::{Frontend, FrontendKind, IpFamily, IpNet, ModeSupport, NodeState, ServicePort, ServicePortName};
 
+use crate::annotation::{check_weight_slots, honoured};
 use crate::categorize::{Candidate, Locality, categorize};
 use crate::info::{ServiceInfo, SliceInfo};
 
-/// Builds every service port of `service` in every family it is served in.
+/// Builds every service port of `service` in every family it is served in,
+/// with what the mode of `support` honours of its annotations.
 pub fn service_ports<'a>(
     service: &ServiceInfo,
     slices: impl IntoIterator<Item = &'a SliceInfo> + Clone,
     node: &NodeState,
+    support: &ModeSupport,
 ) -> Vec<ServicePort> {
     if service.ignored.is_some() {
         return Vec::new();
     }
+    let honoured = honoured(service, support);
     let here = Locality { node_name: &node.name, zone: node.zone.as_deref() };
     let mut out = Vec::new();
     for family in service.families() {
@@ -43,7 +47,7 @@ pub fn service_ports<'a>(
 
             let candidates = candidates(slices.clone(), &name, family);
             let sets = categorize(&candidates, here);
-            out.push(ServicePort {
+            let mut service_port = ServicePort {
                 family,
                 port: port.port,
                 node_port: port.node_port,
@@ -52,14 +56,17 @@ pub fn service_ports<'a>(
                 internal_traffic_policy: service.internal_traffic_policy,
                 external_traffic_policy: service.external_traffic_policy,
                 session_affinity: service.session_affinity,
-                scheduler: service.scheduler,
-                weights: service.weights.clone(),
-                health_check: service.health_check.as_deref().cloned(),
+                scheduler: honoured.scheduler,
+                weights: honoured.weights.clone(),
+                health_check: honoured.health_check.clone(),
                 health_check_node_port: service.health_check_node_port,
+                warnings: honoured.warnings.clone(),
                 cluster_endpoints: sets.cluster,
                 local_endpoints: sets.local,
                 name,
-            });
+            };
+            check_weight_slots(&mut service_port, support);
+            out.push(service_port);
         }
     }
     out

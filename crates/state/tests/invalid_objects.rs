@@ -157,16 +157,6 @@ fn a_service_without_ports_is_rejected() {
 }
 
 #[test]
-fn an_unknown_scheduler_annotation_lists_the_known_ones() {
-    let mut svc = service("default", "web").cluster_ip("10.96.0.1").port("a", "TCP", 80).build();
-    svc.metadata.annotations = Some([("kproxy.io/scheduler".to_owned(), "fastest".to_owned())].into());
-    assert_eq!(
-        service_error(svc),
-        r#"Service default/web: metadata.annotations[kproxy.io/scheduler]: unsupported value "fastest" (allowed: random, rr, wrr, lc, wlc, sed, nq, sh, dh, mh, fo, ovf, lblc, lblcr, twos)"#
-    );
-}
-
-#[test]
 fn a_slice_over_the_api_limit_of_endpoints_is_rejected() {
     let sl = (0..1001).fold(slice("default", "big", "web").port("http", "TCP", 80), |sl, i| {
         sl.endpoint(Ep::new(&format!("10.1.{}.{}", i / 250, i % 250)))
@@ -174,41 +164,5 @@ fn a_slice_over_the_api_limit_of_endpoints_is_rejected() {
     assert_eq!(
         convert::endpoint_slice(&sl.build()).unwrap_err().to_string(),
         "EndpointSlice default/big: endpoints: 1001 entries; at most 1000 per slice"
-    );
-}
-
-fn annotated(pairs: &[(&str, &str)]) -> String {
-    let mut svc = service("default", "web").cluster_ip("10.96.0.1").port("a", "TCP", 80).build();
-    svc.metadata.annotations = Some(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
-    service_error(svc)
-}
-
-#[test]
-fn bad_weights_and_health_check_annotations_name_the_annotation_and_the_reason() {
-    assert_eq!(
-        annotated(&[("kproxy.io/weights", "10.1.0.1:3")]),
-        r#"Service default/web: metadata.annotations[kproxy.io/weights]: "10.1.0.1:3": want ADDRESS=WEIGHT, e.g. 10.244.1.5=3"#
-    );
-    assert_eq!(
-        annotated(&[("kproxy.io/weights", "10.1.0.1=70000")]),
-        r#"Service default/web: metadata.annotations[kproxy.io/weights]: "10.1.0.1=70000": the weight must be a whole number from 0 to 65535"#
-    );
-    assert_eq!(
-        annotated(&[("kproxy.io/health-check", "grpc")]),
-        r#"Service default/web: metadata.annotations[kproxy.io/health-check]: unsupported value "grpc" (allowed: tcp, http)"#
-    );
-    assert_eq!(
-        annotated(&[("kproxy.io/health-check-interval", "5s")]),
-        "Service default/web: metadata.annotations[kproxy.io/health-check-interval]: set without kproxy.io/health-check (tcp or http)"
-    );
-    assert_eq!(
-        annotated(&[("kproxy.io/health-check", "tcp"), ("kproxy.io/health-check-intervall", "5s")]),
-        "Service default/web: metadata.annotations[kproxy.io/health-check-intervall]: unknown setting (known: \
-         kproxy.io/health-check-path, kproxy.io/health-check-port, kproxy.io/health-check-interval, \
-         kproxy.io/health-check-timeout, kproxy.io/health-check-rise, kproxy.io/health-check-fall)"
-    );
-    assert_eq!(
-        annotated(&[("kproxy.io/health-check", "tcp"), ("kproxy.io/health-check-timeout", "10s")]),
-        "Service default/web: metadata.annotations[kproxy.io/health-check-timeout]: longer than the interval"
     );
 }

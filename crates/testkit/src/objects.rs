@@ -141,6 +141,11 @@ impl ServiceBuilder {
         self
     }
 
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.0.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(key.into(), value.into());
+        self
+    }
+
     pub fn build(self) -> Service {
         self.0
     }

@@ -28,7 +28,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use kproxy_admin::listing::{Listing, RealServer, VirtualServer};
 use kproxy_dataplane::{Dataplane, SyncFuture, SyncReport, SyncRequest};
-use kproxy_model::{IpFamily, Protocol, Scheduler, ServicePortName};
+use kproxy_model::{IpFamily, ModeSupport, Protocol, Scheduler, ServicePortName};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
@@ -92,6 +92,12 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// What this mode does of kproxy's annotations, for the state: every
+    /// scheduler, weights as they are, health checks.
+    pub fn support(&self) -> ModeSupport {
+        ModeSupport { mode: "userspace", default_scheduler: self.scheduler, ..ModeSupport::default() }
+    }
+
     pub fn in_cluster(&self, ip: IpAddr) -> bool {
         ip.is_loopback() || self.cluster_cidrs.iter().any(|c| c.contains(&ip))
     }

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod annotations;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};

@@ -35,6 +35,7 @@ fn port(name: &str, cluster_ip: &str, endpoints: Vec<Endpoint>) -> ServicePort {
         weights: Default::default(),
         health_check: None,
         health_check_node_port: None,
+        warnings: Vec::new(),
         cluster_endpoints: endpoints,
         local_endpoints: local,
     }

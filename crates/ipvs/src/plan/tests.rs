@@ -35,6 +35,7 @@ fn port(name: &str, protocol: Protocol) -> ServicePort {
         weights: Default::default(),
         health_check: None,
         health_check_node_port: None,
+        warnings: Vec::new(),
         cluster_endpoints: vec![local.clone(), remote],
         local_endpoints: vec![local],
     }
@@ -230,23 +231,33 @@ fn every_ipvs_scheduler_keeps_its_kernel_name() {
 }
 
 #[test]
-fn random_and_twos_are_rejected_with_the_reason_not_replaced() {
+fn a_scheduler_ipvs_lacks_plans_the_configured_default_else_rr() {
     let mut random = port("web", Protocol::Tcp);
     random.scheduler = Some(Scheduler::Random);
     let mut twos = port("api", Protocol::Tcp);
     twos.frontends = vec![Frontend::new(FrontendKind::ClusterIp, ip("10.96.0.20"), 80)];
+    twos.scheduler = Some(Scheduler::Twos);
+    let ports = || state([random.clone(), twos.clone()]);
+    let config = PlanConfig { default_scheduler: Some(Scheduler::Wlc), ..Default::default() };
+    let planned = plan(&ports(), &config);
+    assert!(planned.rejected.is_empty(), "{:?}", planned.rejected);
+    assert_eq!(planned.addresses.len(), 2, "both served");
+    for vip in ["10.96.0.10", "10.96.0.20"] {
+        assert_eq!(planned.servers[&key(Protocol::Tcp, vip, 80)].scheduler, "wlc", "{vip}");
+    }
+    // A default IPVS lacks (never passes startup) counts as unset: rr.
     let config = PlanConfig { default_scheduler: Some(Scheduler::Twos), ..Default::default() };
-    let plan = plan(&state([random, twos]), &config);
-    assert!(plan.servers.is_empty());
-    assert!(plan.addresses.is_empty());
-    let rejected: Vec<String> = plan.rejected.iter().map(ToString::to_string).collect();
-    assert_eq!(
-        rejected,
-        [
-            "default/api:http/TCP (IPv4): scheduler twos has no IPVS equivalent on the supported kernels",
-            "default/web:http/TCP (IPv4): scheduler random has no IPVS equivalent on the supported kernels",
-        ]
-    );
+    let planned = plan(&ports(), &config);
+    assert_eq!(planned.servers[&key(Protocol::Tcp, "10.96.0.10", 80)].scheduler, "rr");
+}
+
+#[test]
+fn the_modes_support_names_the_configured_default_and_the_kernels_schedulers() {
+    let support = PlanConfig { default_scheduler: Some(Scheduler::Sh), ..Default::default() }.support();
+    assert_eq!((support.mode, support.default_scheduler), ("ipvs", Scheduler::Sh));
+    assert!(!support.supports(Scheduler::Random) && !support.supports(Scheduler::Twos));
+    assert!(support.supports(Scheduler::Lblcr) && support.supports(Scheduler::Mh));
+    assert_eq!(PlanConfig::default().support().default_scheduler, Scheduler::Rr);
 }
 
 #[test]

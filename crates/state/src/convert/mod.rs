@@ -2,8 +2,10 @@
 //!
 //! Conversion validates every field kproxy uses, so a bad object is
 //! rejected here, once, with the field and the reason, and never reaches the
-//! state. Services and slices kproxy must ignore (SEMANTICS.md, "Inputs")
-//! convert fine but carry nothing to program.
+//! state. kproxy's own annotations (`kproxy.io/*`) are the exception: a bad
+//! one is kept with the Service as an [`crate::info::InvalidAnnotation`] and
+//! falls back to its default. Services and slices kproxy must ignore
+//! (SEMANTICS.md, "Inputs") convert fine but carry nothing to program.
 
 mod annotations;
 mod node;

@@ -5,9 +5,10 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort as K8sServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kproxy_model::{IpFamily, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
+use kproxy_model::{IpFamily, ServiceName, SessionAffinity, TrafficPolicy};
 
-use super::{ANNOTATION_SCHEDULER, Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
+use super::annotations;
+use super::{Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
 use crate::event::Kind;
 use crate::info::{IgnoreReason, PortInfo, ServiceInfo, TargetPort};
 
@@ -40,9 +41,9 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
     if ports.is_empty() {
         return Err(f.invalid("spec.ports", "must list at least one port"));
     }
-    let scheduler = scheduler(&f, svc)?;
-    let weights = super::annotations::weights(&f, svc)?;
-    let health_check = super::annotations::health_check(&f, svc)?.map(Box::new);
+    // kproxy's own annotations never make the Service invalid: a bad one
+    // falls back to its default and is reported with the Service.
+    let annotations = annotations::of(svc);
     let external_ips = spec
         .external_ips
         .iter()
@@ -93,20 +94,7 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         external_traffic_policy,
         health_check_node_port,
         publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
-        scheduler,
-        weights,
-        health_check,
-    })
-}
-
-fn scheduler(f: &Fields, svc: &Service) -> Result<Option<Scheduler>, InvalidObject> {
-    let Some(value) = svc.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_SCHEDULER)) else {
-        return Ok(None);
-    };
-    value.parse().map(Some).map_err(|()| {
-        let allowed: Vec<&str> = Scheduler::ALL.iter().map(|s| s.as_str()).collect();
-        let field = format!("metadata.annotations[{ANNOTATION_SCHEDULER}]");
-        f.invalid(field, format!("unsupported value {value:?} (allowed: {})", allowed.join(", ")))
+        annotations,
     })
 }
 

@@ -91,6 +91,7 @@ pub fn port(
         weights: Default::default(),
         health_check: None,
         health_check_node_port: None,
+        warnings: Vec::new(),
         cluster_endpoints: endpoints.iter().copied().map(endpoint).collect(),
         local_endpoints: endpoints.iter().copied().map(endpoint).collect(),
     }

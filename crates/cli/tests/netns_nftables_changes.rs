@@ -274,7 +274,12 @@ fn every_field_change_of_a_live_service_applies_as_a_clean_partial_sync() {
 
 /// A Service manifest for 10.96.0.`host`, selecting `app: web`.
 fn web_at(name: &str, host: u8) -> String {
-    service(name, &format!("  clusterIP: 10.96.0.{host}\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80, targetPort: http}}]\n"))
+    service(
+        name,
+        &format!(
+            "  clusterIP: 10.96.0.{host}\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80, targetPort: http}}]\n"
+        ),
+    )
 }
 
 #[test]
@@ -283,7 +288,9 @@ fn a_manifest_folder_rewritten_without_pause_still_reaches_the_kernel() {
     lab.write("web.yaml", &service("web", WEB));
     lab.start(&[]);
     let client = &lab.pod("client-a1").ns;
-    lab.eventually("web", || matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. }));
+    lab.eventually("web", || {
+        matches!(lab.request(client, "10.96.0.10:80", Protocol::Tcp, None), Outcome::Answered { .. })
+    });
     // Another writer rewrites its file every 50 ms and never pauses (for
     // at most 15 s): the folder is never quiet for the 200 ms debounce.
     let dir = lab.dir.path().to_owned();

@@ -23,9 +23,6 @@
 //!   payload, which the applier need not send;
 //! - rules are grouped per chain (upstream interleaves them as it loops;
 //!   the kernel ends up the same);
-//! - node ports are reached through one `-d ADDR -j KUBE-NODEPORTS` per
-//!   node-port address (upstream's form for explicit `nodePortAddresses`),
-//!   since kproxy-state resolves the addresses;
 //! - filter KUBE-SERVICES ends with a REJECT per cluster IP for the ports
 //!   it does not serve (SEMANTICS.md; upstream routes them on);
 //! - no "large cluster mode" (comments are always written) and no nfacct

@@ -46,6 +46,24 @@ impl Drop for Running {
     }
 }
 
+/// `kproxy run --dry-run` on `dir` with this minimum sync period, its
+/// health and metrics on free loopback ports: (process, healthz, metrics).
+fn dry_run(dir: &Path, min_sync_period: &str) -> (Running, u16, u16) {
+    let (healthz, metrics) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
+        .args(["run", "--manifests", &dir.display().to_string(), "--hostname-override", "node-a"])
+        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
+        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+        .args(["--iptables-min-sync-period", min_sync_period])
+        // Never program the test host's own namespace.
+        .arg("--dry-run")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (Running(child), healthz, metrics)
+}
+
 fn service(name: &str, ip: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec: {{clusterIP: {ip}, ports: [{{port: 80}}]}}\n"
@@ -62,19 +80,7 @@ fn service_names(state: &str) -> Vec<String> {
 fn run_serves_state_and_health_and_follows_the_folder() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.yaml"), service("alpha", "10.96.0.1")).unwrap();
-    let (healthz, metrics) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
-        .args(["run", "--manifests", &dir.path().display().to_string(), "--hostname-override", "node-a"])
-        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
-        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-        .args(["--iptables-min-sync-period", "100ms"])
-        // Never program the test host's own namespace.
-        .arg("--dry-run")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _running = Running(child);
+    let (_running, healthz, metrics) = dry_run(dir.path(), "100ms");
 
     eventually("the first sync", || get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["alpha"]));
     let (status, body) = get(healthz, "/healthz").unwrap();
@@ -106,18 +112,7 @@ fn run_follows_a_folder_that_never_stops_changing() {
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.yaml"), service("v0", "10.96.0.1")).unwrap();
-    let (healthz, metrics) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
-        .args(["run", "--manifests", &dir.path().display().to_string(), "--hostname-override", "node-a"])
-        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
-        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-        .args(["--iptables-min-sync-period", "500ms"])
-        .arg("--dry-run")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _running = Running(child);
+    let (_running, _healthz, metrics) = dry_run(dir.path(), "500ms");
     eventually("the first sync", || get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["v0"]));
 
     // At most 2,000 writes or 40 s, by atomic rename (no half-written file).

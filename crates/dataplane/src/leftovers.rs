@@ -27,7 +27,9 @@ use kproxy_netlink::nft::{self as netlink, IntervalSets};
 use kproxy_nftables::{FamilyPlan, Op, Plan};
 use tracing::debug;
 
-use crate::ipvs::{Cleaned as CleanedIpvs, cleanup as cleanup_ipvs};
+use kproxy_ipvs::companion;
+
+use crate::ipvs::{Cleaned as CleanedIpvs, INTERFACE, cleanup as cleanup_ipvs};
 
 /// Upstream kube-proxy's nftables mode's table, in both families.
 pub const UPSTREAM_TABLE: &str = "kube-proxy";
@@ -111,12 +113,14 @@ pub async fn remove(keeping: Keeping, ipvs_exclude: &[IpNet]) -> Leftovers {
     if keeping != Keeping::Nftables {
         tables.push(NFTABLES_TABLE);
     }
+    if keeping != Keeping::Ipvs {
+        tables.push(companion::TABLE);
+    }
     match remove_tables(&tables).await {
         Ok(removed) => out.nft_tables = removed,
         Err(e) => out.problems.push(format!("nftables tables {}: {e}", tables.join(", "))),
     }
-    if keeping != Keeping::Ipvs {
-        // Also deletes the IPVS mode's companion tables.
+    if keeping != Keeping::Ipvs && ipvs_may_hold_something().await {
         match cleanup_ipvs(ipvs_exclude).await {
             Ok(cleaned) => out.ipvs = Some(cleaned),
             Err(e) => out.problems.push(format!("IPVS virtual servers and kube-ipvs0: {e}")),
@@ -126,6 +130,14 @@ pub async fn remove(keeping: Keeping, ipvs_exclude: &[IpNet]) -> Leftovers {
         remove_chains(keeping, backend, &mut out).await;
     }
     out
+}
+
+/// Whether IPVS may hold a proxy's objects: `ip_vs` is loaded (asking a
+/// kernel without it would load the module on some kernels) or
+/// `kube-ipvs0` exists.
+async fn ipvs_may_hold_something() -> bool {
+    std::path::Path::new("/proc/net/ip_vs").exists()
+        || matches!(kproxy_netlink::links::link_index(INTERFACE).await, Ok(Some(_)))
 }
 
 /// A proxy's chains in `backend`, both families, as `keeping` allows.

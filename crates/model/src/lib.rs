@@ -5,6 +5,7 @@
 //! no I/O, reads no clock and knows nothing about Kubernetes' wire types:
 //! `kproxy-state` converts those into these.
 
+mod addr;
 mod changes;
 mod endpoint;
 mod frontend;
@@ -15,6 +16,7 @@ mod scheduler;
 mod service_port;
 mod state;
 
+pub use addr::{parse_ipv4_net_sloppy, parse_ipv4_sloppy};
 pub use changes::{Changes, StaleUdpEndpoint};
 pub use endpoint::Endpoint;
 pub use frontend::{Frontend, FrontendKind};

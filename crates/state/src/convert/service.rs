@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort as K8sServicePort, Service
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kproxy_model::{IpFamily, Scheduler, ServiceName, SessionAffinity, TrafficPolicy};
 
-use super::{ANNOTATION_SCHEDULER, Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
+use super::{ANNOTATION_SCHEDULER, Converted, Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
 use crate::event::Kind;
 use crate::info::{IgnoreReason, PortInfo, ServiceInfo, TargetPort};
 
@@ -17,11 +17,16 @@ const MAX_AFFINITY_TIMEOUT_SECONDS: u32 = 86400;
 
 /// Validates a Service and keeps what the proxy needs.
 pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
+    service_with_warnings(svc).map(|c| c.value)
+}
+
+/// [`service`], with the fields read leniently.
+pub fn service_with_warnings(svc: &Service) -> Result<Converted<ServiceInfo>, InvalidObject> {
     let f = Fields::of(Kind::Service, &svc.metadata)?;
     let name = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
     let labels = svc.metadata.labels.as_ref();
     if let Some(proxy) = labels.and_then(|l| l.get(LABEL_SERVICE_PROXY_NAME)) {
-        return Ok(ServiceInfo::ignored(name, IgnoreReason::OtherProxy(proxy.clone())));
+        return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::OtherProxy(proxy.clone()))));
     }
     let Some(spec) = svc.spec.as_ref() else {
         return Err(f.invalid("spec", "must be set"));
@@ -29,10 +34,10 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
     let types = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     let type_ = f.one_of("spec.type", spec.type_.as_deref(), &types, "ClusterIP")?;
     if type_ == "ExternalName" {
-        return Ok(ServiceInfo::ignored(name, IgnoreReason::ExternalName));
+        return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::ExternalName)));
     }
     let Some(cluster_ips) = cluster_ips(&f, spec)? else {
-        return Ok(ServiceInfo::ignored(name, IgnoreReason::Headless));
+        return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::Headless)));
     };
 
     let node_ports_allowed = matches!(type_, "NodePort" | "LoadBalancer");
@@ -76,7 +81,7 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         _ => None,
     };
 
-    Ok(ServiceInfo {
+    let info = ServiceInfo {
         name,
         ignored: None,
         selector: spec.selector.clone().filter(|s| !s.is_empty()),
@@ -96,7 +101,8 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         scheduler,
         weights,
         health_check,
-    })
+    };
+    Ok(f.finish(info))
 }
 
 fn scheduler(f: &Fields, svc: &Service) -> Result<Option<Scheduler>, InvalidObject> {

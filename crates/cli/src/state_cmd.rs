@@ -45,6 +45,9 @@ pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
     for error in &reload.errors {
         eprintln!("error: {error}");
     }
+    for warning in &reload.warnings {
+        eprintln!("warning: {warning}");
+    }
     for kept in &reload.kept {
         eprintln!("note: {kept}: kept from the file's last valid version");
     }

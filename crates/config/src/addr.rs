@@ -6,25 +6,10 @@
 //! IPv4. Rust's parsers reject the former and keep the latter as IPv6, so a
 //! file that works upstream needs these helpers to work here.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use ipnet::IpNet;
-
-/// An IPv4 address whose octets may carry leading zeros.
-fn parse_ipv4_sloppy(s: &str) -> Option<Ipv4Addr> {
-    let mut octets = [0u8; 4];
-    let mut parts = s.split('.');
-    for octet in &mut octets {
-        let part = parts.next()?;
-        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        // Any number of digits is fine as long as the value fits, as in Go's dtoi.
-        let value = part.trim_start_matches('0');
-        *octet = if value.is_empty() { 0 } else { value.parse().ok()? };
-    }
-    parts.next().is_none().then_some(Ipv4Addr::from(octets))
-}
+use kproxy_model::parse_ipv4_sloppy;
 
 /// `netutils.ParseIPSloppy`, with IPv4-mapped IPv6 folded to IPv4.
 pub(crate) fn parse_ip(s: &str) -> Option<IpAddr> {

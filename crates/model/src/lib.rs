@@ -5,6 +5,7 @@
 //! no I/O, reads no clock and knows nothing about Kubernetes' wire types:
 //! `kproxy-state` converts those into these.
 
+mod addr;
 mod annotation;
 mod changes;
 mod endpoint;
@@ -16,6 +17,7 @@ mod scheduler;
 mod service_port;
 mod state;
 
+pub use addr::{parse_ipv4_net_sloppy, parse_ipv4_sloppy};
 pub use annotation::{Annotation, AnnotationWarning, ModeSupport, Problem, WeightSupport};
 pub use changes::{Changes, StaleUdpEndpoint};
 pub use endpoint::Endpoint;

@@ -131,6 +131,31 @@ fn a_malformed_file_next_to_good_ones_only_loses_its_own_bad_document() {
     assert!(again.events.is_empty() && again.errors.is_empty());
 }
 
+/// An address with leading zeros (written before the API server's strict
+/// validation) is served as kube-proxy reads it, decimal, and reported once
+/// with its file, document, object and field.
+#[test]
+fn an_address_with_leading_zeros_is_served_and_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "web.yaml", &format!("{}---\n{}", pod("p1"), WEB.replace("10.96.0.10", "10.96.0.010")));
+    let mut folder = Folder::new(dir.path()).unwrap();
+    let reload = folder.reload().unwrap();
+    assert_eq!(applied(&reload.events), ["Service default/web", "Pod default/p1"]);
+    assert!(reload.errors.is_empty(), "{:?}", reload.errors);
+    let file = dir.path().join("web.yaml");
+    assert_eq!(
+        reload.warnings,
+        [format!(
+            "{}: document 2: Service default/web: spec.clusterIP: \"10.96.0.010\" has leading zeros; read as 10.96.0.10, as kube-proxy reads it",
+            file.display()
+        )]
+    );
+    let Some(SourceEvent::Apply(Object::Service(web))) = reload.events.first() else { panic!("{:?}", reload.events) };
+    assert_eq!(web.cluster_ips, ["10.96.0.10".parse::<std::net::IpAddr>().unwrap()]);
+    let again = folder.reload().unwrap();
+    assert!(again.events.is_empty() && again.warnings.is_empty(), "an unchanged file is not reported again");
+}
+
 #[test]
 fn deleting_a_file_removes_its_objects() {
     let dir = tempfile::tempdir().unwrap();

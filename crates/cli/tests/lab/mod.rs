@@ -74,6 +74,11 @@ pub struct Lab {
     apps: std::cell::RefCell<BTreeMap<String, Option<String>>>,
     /// Extra environment for kproxy (`KPROXY_IPTABLES_BACKEND`, say).
     pub env: Vec<(String, String)>,
+    /// Run kproxy without `--cluster-cidr`: no local-traffic detector.
+    pub without_cluster_cidr: bool,
+    /// The extra flags kproxy was last started with (the tracer follows
+    /// `--masquerade-all`).
+    extra: Vec<String>,
 }
 
 fn chain(error: &dyn std::error::Error) -> String {
@@ -108,9 +113,44 @@ impl Lab {
         }
         let dir = tempfile::tempdir().expect("a temporary folder");
         let log = dir.path().join("kproxy.log");
-        let lab = Lab { topo, dir, backends, kproxy: None, log, apps: apps.into(), env: Vec::new() };
+        let lab = Lab {
+            topo,
+            dir,
+            backends,
+            kproxy: None,
+            log,
+            apps: apps.into(),
+            env: Vec::new(),
+            without_cluster_cidr: false,
+            extra: Vec::new(),
+        };
         lab.write_cluster();
         lab
+    }
+
+    /// One more backend in `pod`'s namespace, answering as `<pod>:<port>`
+    /// (a target port other than [`PORT`]).
+    pub fn serve(&mut self, pod: &str, port: u16, udp: bool) {
+        let name = format!("{pod}:{port}");
+        let backend = Backend::start(&self.pod(pod).ns, &name, port, true, udp)
+            .unwrap_or_else(|e| panic!("backend {name}: {}", chain(&e)));
+        self.backends.push(backend);
+    }
+
+    /// A backend in node-a itself on `port`, answering as `node-a`: what
+    /// a connection to a node address meets when kproxy leaves it alone.
+    pub fn serve_on_node(&mut self, port: u16) {
+        let backend = Backend::start(self.node(), "node-a", port, true, true)
+            .unwrap_or_else(|e| panic!("backend on node-a: {}", chain(&e)));
+        self.backends.push(backend);
+    }
+
+    /// Lifts node-a's ICMP rate limits (per-namespace sysctls), so that a
+    /// REJECT answered with ICMP (iptables mode) is seen by every probe.
+    pub fn no_icmp_rate_limit(&self) {
+        for key in ["net.ipv4.icmp_ratelimit", "net.ipv6.icmp.ratelimit"] {
+            self.node().sysctl(key, "0").unwrap_or_else(|e| panic!("{key}: {}", chain(&e)));
+        }
     }
 
     /// Relabels a pod (`None`: not listed at all), as a deployment would.
@@ -223,6 +263,15 @@ impl Lab {
         self.start_in(mode.name(), extra);
     }
 
+    /// Stops kproxy and starts it again in `mode` with `extra` flags (its
+    /// rules stay in between), and waits for the new process's first sync.
+    pub fn restart_mode(&mut self, mode: Mode, extra: &[&str]) {
+        self.stop();
+        self.start_mode(mode, extra);
+        // nftables mode's start waits for its table, which the last run left.
+        self.eventually("the restarted kproxy's first sync", || self.synced());
+    }
+
     /// Starts `kproxy run` in node-a reading the API server of `kubeconfig`
     /// (a fake one listening inside node-a) instead of the manifests.
     pub fn start_kube(&mut self, kubeconfig: &str, extra: &[&str]) {
@@ -234,6 +283,7 @@ impl Lab {
     fn spawn(&mut self, source: &[String], mode: &str, extra: &[&str]) {
         assert!(self.kproxy.is_none(), "kproxy is already running");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
+        self.extra = extra.iter().map(|f| f.to_string()).collect();
         let mut flags = Self::flags_in(mode);
         // A test's own minimum sync period replaces the lab's (the flag may
         // be given once).
@@ -241,6 +291,10 @@ impl Lab {
             && extra.contains(&flags[i].as_str())
         {
             flags.drain(i..=i + 1);
+        }
+        if self.without_cluster_cidr {
+            let at = flags.iter().position(|f| f == "--cluster-cidr").expect("the flags set a cluster CIDR");
+            flags.drain(at..at + 2);
         }
         let mut command = Command::new(kproxy_binary());
         command
@@ -399,12 +453,14 @@ impl Lab {
         });
         reload.events.into_iter().for_each(|e| builder.apply(e));
         let _: Changes = builder.take_changes();
-        let config = PlanConfig {
-            local_detector: LocalDetector::Cidrs(
-                CLUSTER_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect(),
-            ),
-            ..PlanConfig::default()
+        // What kproxy runs with: a detector unless started without
+        // `--cluster-cidr`, `--masquerade-all` if given.
+        let local_detector = match self.without_cluster_cidr {
+            true => LocalDetector::None,
+            false => LocalDetector::Cidrs(CLUSTER_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect()),
         };
+        let masquerade_all = self.extra.iter().any(|f| f == "--masquerade-all");
+        let config = PlanConfig { local_detector, masquerade_all, ..PlanConfig::default() };
         let family = IpFamily::of(&to.ip());
         let packet = Packet {
             saddr: from,
@@ -415,7 +471,11 @@ impl Lab {
             local_addresses,
         };
         if mode == "iptables" {
-            let config = kproxy_iptables::PlanConfig { local_detector: config.local_detector, ..Default::default() };
+            let config = kproxy_iptables::PlanConfig {
+                local_detector: config.local_detector,
+                masquerade_all,
+                ..Default::default()
+            };
             let planned = kproxy_iptables::plan(builder.state(), family, &config, None);
             return kproxy_iptables::trace::trace(&planned, &packet).expect("a traceable plan").fates();
         }

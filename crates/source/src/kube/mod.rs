@@ -119,23 +119,23 @@ impl KubeSource {
         let services = follower(Resource::Services).follow(
             Api::<Service>::all(self.client.clone()),
             base.clone().labels(SELECTOR_SERVICES),
-            |s| convert::service(s).map(Object::Service),
+            |s| convert::service_with_warnings(s).map(|c| c.map(Object::Service)),
         );
         let slices = follower(Resource::EndpointSlices).follow(
             Api::<EndpointSlice>::all(self.client.clone()),
             base.clone().labels(SELECTOR_SLICES),
-            convert::endpoint_slice,
+            convert::endpoint_slice_with_warnings,
         );
         let node = follower(Resource::Nodes).follow(
             Api::<Node>::all(self.client.clone()),
             base.clone().fields(&format!("metadata.name={}", o.node_name)),
-            |n| convert::node(n).map(Object::Node),
+            |n| convert::node_with_warnings(n).map(|c| c.map(Object::Node)),
         );
         let cidrs = async {
             if o.service_cidrs {
                 follower(Resource::ServiceCidrs)
                     .follow(Api::<ServiceCIDR>::all(self.client.clone()), base.clone(), |c| {
-                        convert::service_cidr(c).map(Object::ServiceCidr)
+                        convert::service_cidr_with_warnings(c).map(|c| c.map(Object::ServiceCidr))
                     })
                     .await;
             }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kproxy_state::convert::InvalidObject;
+use kproxy_state::convert::{Converted, InvalidObject};
 use kproxy_state::{Kind, Object, ObjectKey, SourceEvent};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
@@ -100,7 +100,7 @@ impl<'a> Follower<'a> {
         mut self,
         api: Api<K>,
         config: watcher::Config,
-        convert: impl Fn(&K) -> Result<Object, InvalidObject>,
+        convert: impl Fn(&K) -> Result<Converted<Object>, InvalidObject>,
     ) where
         K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     {
@@ -149,7 +149,7 @@ impl<'a> Follower<'a> {
     async fn handle<K>(
         &mut self,
         event: Event<K>,
-        convert: &impl Fn(&K) -> Result<Object, InvalidObject>,
+        convert: &impl Fn(&K) -> Result<Converted<Object>, InvalidObject>,
     ) -> Result<(), Closed>
     where
         K: kube::Resource,
@@ -205,7 +205,7 @@ impl<'a> Follower<'a> {
         &mut self,
         key: ObjectKey,
         object: &K,
-        convert: &impl Fn(&K) -> Result<Object, InvalidObject>,
+        convert: &impl Fn(&K) -> Result<Converted<Object>, InvalidObject>,
     ) -> Result<(), Closed> {
         let version = object.resource_version().unwrap_or_default();
         // A relist repeats what is unchanged; the state has it already.
@@ -213,9 +213,13 @@ impl<'a> Follower<'a> {
             return Ok(());
         }
         match convert(object) {
-            Ok(converted) => {
+            Ok(Converted { value, warnings }) => {
+                // Said at every change of the object, as an invalid one is.
+                for warning in &warnings {
+                    warn!(warning = %warning, "field read leniently, as kube-proxy reads it");
+                }
                 self.known.insert(key, Known { resource_version: version, applied: true });
-                self.send(SourceEvent::Apply(converted), "apply").await
+                self.send(SourceEvent::Apply(value), "apply").await
             }
             Err(e) => {
                 let applied = self.known.get(&key).is_some_and(|k| k.applied);

@@ -49,6 +49,9 @@ pub struct Reload {
     /// Objects kept from a file's last valid read because the file has
     /// errors now.
     pub kept: Vec<String>,
+    /// Fields of changed files read leniently, as kube-proxy reads them
+    /// (an address with leading zeros), with file and document.
+    pub warnings: Vec<String>,
     pub files: usize,
 }
 
@@ -131,6 +134,9 @@ impl Folder {
             match parsed {
                 Parsed::Object { document, line, object } => {
                     objects.push(Defined { file: path.to_owned(), document, line, object });
+                }
+                Parsed::Lenient { document, warning } => {
+                    reload.warnings.push(format!("{}: document {document}: {warning}", path.display()));
                 }
                 Parsed::Invalid(e) => {
                     failed = true;

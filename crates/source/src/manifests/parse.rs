@@ -20,6 +20,12 @@ pub enum Parsed {
         object: Object,
     },
     Invalid(ManifestError),
+    /// A field of the document's object read leniently, as kube-proxy
+    /// reads it (an address with leading zeros); the object is served.
+    Lenient {
+        document: usize,
+        warning: convert::FieldWarning,
+    },
     /// A kind kproxy does not read (Deployment, ConfigMap, ...).
     Skipped {
         document: usize,
@@ -96,7 +102,8 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
             match value.get("items").and_then(Value::as_array) {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        out.push(match object(item, doc.index, doc.start_line) {
+                        let (parsed, warnings) = object(item, doc.index, doc.start_line);
+                        out.push(match parsed {
                             Parsed::Invalid(mut e) => {
                                 e.object =
                                     Some(format!("item {i}{}", e.object.map(|o| format!(", {o}")).unwrap_or_default()));
@@ -104,13 +111,16 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
                             }
                             parsed => parsed,
                         });
+                        out.extend(lenient(doc.index, warnings));
                     }
                 }
                 None => out.push(error(doc.start_line, Some("List".into()), "items: must be a list of objects".into())),
             }
             continue;
         }
-        out.push(object(&value, doc.index, doc.start_line));
+        let (parsed, warnings) = object(&value, doc.index, doc.start_line);
+        out.push(parsed);
+        out.extend(lenient(doc.index, warnings));
     }
     // `object` does not know the file; errors get it here.
     for parsed in &mut out {
@@ -184,41 +194,52 @@ fn describe(value: &Value, kind: &str) -> String {
     }
 }
 
+fn lenient(document: usize, warnings: Vec<convert::FieldWarning>) -> impl Iterator<Item = Parsed> {
+    warnings.into_iter().map(move |warning| Parsed::Lenient { document, warning })
+}
+
 /// One object of a document: dispatch on kind and apiVersion, deserialise,
-/// convert. The returned error's `file` is filled in by the caller.
-fn object(value: &Value, document: usize, line: usize) -> Parsed {
+/// convert; with the fields read leniently. The returned error's `file` is
+/// filled in by the caller.
+fn object(value: &Value, document: usize, line: usize) -> (Parsed, Vec<convert::FieldWarning>) {
     let invalid = |object: Option<String>, reason: String| {
         Parsed::Invalid(ManifestError { file: Default::default(), document, line, object, reason })
     };
     let (Some(kind), Some(api_version)) = kind_of(value) else {
-        return invalid(None, "not a Kubernetes object: apiVersion and kind must be set".into());
+        return (invalid(None, "not a Kubernetes object: apiVersion and kind must be set".into()), Vec::new());
     };
     let expected = match kind {
         "Service" | "Pod" | "Node" | "Endpoints" => &["v1"][..],
         "EndpointSlice" => &["discovery.k8s.io/v1"][..],
         "ServiceCIDR" => &["networking.k8s.io/v1", "networking.k8s.io/v1beta1"][..],
-        _ => return Parsed::Skipped { document, line, kind: kind.to_owned() },
+        _ => return (Parsed::Skipped { document, line, kind: kind.to_owned() }, Vec::new()),
     };
     let who = describe(value, kind);
     if !expected.contains(&api_version) {
         let reason =
             format!("apiVersion {api_version:?} is not supported for kind {kind} (allowed: {})", expected.join(", "));
-        return invalid(Some(who), reason);
+        return (invalid(Some(who), reason), Vec::new());
     }
     let converted = match kind {
-        "Service" => {
-            typed::<Service>(value).and_then(|s| convert::service(&s).map(Object::Service).map_err(into_reason))
+        "Service" => typed::<Service>(value)
+            .and_then(|s| convert::service_with_warnings(&s).map(|c| c.map(Object::Service)).map_err(into_reason)),
+        "EndpointSlice" => {
+            typed::<EndpointSlice>(value).and_then(|s| convert::endpoint_slice_with_warnings(&s).map_err(into_reason))
         }
-        "EndpointSlice" => typed::<EndpointSlice>(value).and_then(|s| convert::endpoint_slice(&s).map_err(into_reason)),
-        "Endpoints" => typed::<Endpoints>(value).and_then(|e| convert::endpoints(&e).map_err(into_reason)),
-        "Pod" => typed::<Pod>(value).and_then(|p| convert::pod(&p).map(Object::Pod).map_err(into_reason)),
-        "Node" => typed::<Node>(value).and_then(|n| convert::node(&n).map(Object::Node).map_err(into_reason)),
-        _ => typed::<ServiceCIDR>(value)
-            .and_then(|c| convert::service_cidr(&c).map(Object::ServiceCidr).map_err(into_reason)),
+        "Endpoints" => {
+            typed::<Endpoints>(value).and_then(|e| convert::endpoints_with_warnings(&e).map_err(into_reason))
+        }
+        "Pod" => typed::<Pod>(value)
+            .and_then(|p| convert::pod_with_warnings(&p).map(|c| c.map(Object::Pod)).map_err(into_reason)),
+        "Node" => typed::<Node>(value)
+            .and_then(|n| convert::node_with_warnings(&n).map(|c| c.map(Object::Node)).map_err(into_reason)),
+        _ => typed::<ServiceCIDR>(value).and_then(|c| {
+            convert::service_cidr_with_warnings(&c).map(|c| c.map(Object::ServiceCidr)).map_err(into_reason)
+        }),
     };
     match converted {
-        Ok(object) => Parsed::Object { document, line, object },
-        Err(reason) => invalid(Some(who), reason),
+        Ok(c) => (Parsed::Object { document, line, object: c.value }, c.warnings),
+        Err(reason) => (invalid(Some(who), reason), Vec::new()),
     }
 }
 

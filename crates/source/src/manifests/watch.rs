@@ -76,6 +76,9 @@ impl ManifestSource {
         for skipped in &reload.skipped {
             debug!(document = %skipped, "kind not used by kproxy");
         }
+        for warning in &reload.warnings {
+            warn!(warning = %warning, "field read leniently, as kube-proxy reads it");
+        }
         for kept in &reload.kept {
             warn!(object = %kept, "file has errors; keeping the object's last valid version until it is fixed");
         }

@@ -6,6 +6,12 @@
 //! one is kept with the Service as an [`crate::info::InvalidAnnotation`] and
 //! falls back to its default. Services and slices kproxy must ignore
 //! (SEMANTICS.md, "Inputs") convert fine but carry nothing to program.
+//!
+//! Addresses are read as kube-proxy reads them (`ParseIPSloppy`): an IPv4
+//! octet with leading zeros is decimal (`172.30.0.041` is 172.30.0.41).
+//! Such an object is served, and its conversion carries a [`FieldWarning`]
+//! naming the field, for the source to log: the API server has refused
+//! these values since its strict validation, but older objects keep them.
 
 mod annotations;
 mod node;
@@ -14,6 +20,7 @@ mod service;
 mod service_cidr;
 mod slice;
 
+use std::cell::RefCell;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -22,11 +29,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kproxy_model::{IpNet, Protocol};
 
 pub use annotations::{ANNOTATION_HEALTH_CHECK, ANNOTATION_WEIGHTS, MAX_WEIGHT};
-pub use node::node;
-pub use pod::pod;
-pub use service::service;
-pub use service_cidr::service_cidr;
-pub use slice::{endpoint_slice, endpoints};
+pub use node::{node, node_with_warnings};
+pub use pod::{pod, pod_with_warnings};
+pub use service::{service, service_with_warnings};
+pub use service_cidr::{service_cidr, service_cidr_with_warnings};
+pub use slice::{endpoint_slice, endpoint_slice_with_warnings, endpoints, endpoints_with_warnings};
 
 use crate::event::{Kind, ObjectKey};
 
@@ -58,9 +65,37 @@ pub struct InvalidObject {
     pub reason: String,
 }
 
-/// Builds [`InvalidObject`]s for one object.
+/// A field kproxy read leniently, as kube-proxy would, and why it says so.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {field}: {reason}")]
+pub struct FieldWarning {
+    pub key: ObjectKey,
+    /// The JSON path of the field, e.g. `spec.clusterIPs[0]`.
+    pub field: String,
+    pub reason: String,
+}
+
+/// A converted object and the fields it was read from leniently.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Converted<T> {
+    pub value: T,
+    pub warnings: Vec<FieldWarning>,
+}
+
+impl<T> Converted<T> {
+    /// The same warnings with the value turned into another (an info into
+    /// its [`crate::Object`]).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Converted<U> {
+        Converted { value: f(self.value), warnings: self.warnings }
+    }
+}
+
+/// Builds [`InvalidObject`]s and [`FieldWarning`]s for one object.
 pub(crate) struct Fields {
     key: ObjectKey,
+    /// Fields read leniently so far (a cell: the converters hand `&Fields`
+    /// to closures).
+    warnings: RefCell<Vec<FieldWarning>>,
 }
 
 impl Fields {
@@ -71,7 +106,7 @@ impl Fields {
             false => String::new(),
         };
         let name = meta.name.clone().unwrap_or_default();
-        let fields = Self { key: ObjectKey::new(kind, namespace, name) };
+        let fields = Self { key: ObjectKey::new(kind, namespace, name), warnings: RefCell::default() };
         if fields.key.name.is_empty() {
             return Err(fields.invalid("metadata.name", "must be set"));
         }
@@ -86,16 +121,44 @@ impl Fields {
         InvalidObject { key: self.key.clone(), field: field.into(), reason: reason.to_string() }
     }
 
+    /// `value` as the converted object, with the warnings gathered.
+    pub(crate) fn finish<T>(self, value: T) -> Converted<T> {
+        Converted { value, warnings: self.warnings.into_inner() }
+    }
+
+    /// Records that `field` was read leniently.
+    fn warn(&self, field: impl Into<String>, reason: String) {
+        let warning = FieldWarning { key: self.key.clone(), field: field.into(), reason };
+        self.warnings.borrow_mut().push(warning);
+    }
+
+    /// An IP address; IPv4 octets with leading zeros are read as decimal,
+    /// with a warning (kube-proxy's `ParseIPSloppy`).
     pub(crate) fn ip(&self, field: impl Into<String>, value: &str) -> Result<IpAddr, InvalidObject> {
-        IpAddr::from_str(value.trim()).map_err(|_| self.invalid(field, format!("{value:?} is not a valid IP address")))
+        let text = value.trim();
+        if let Ok(ip) = IpAddr::from_str(text) {
+            return Ok(ip);
+        }
+        let Some(ip) = kproxy_model::parse_ipv4_sloppy(text) else {
+            return Err(self.invalid(field, format!("{value:?} is not a valid IP address")));
+        };
+        self.warn(field, format!("{value:?} has leading zeros; read as {ip}, as kube-proxy reads it"));
+        Ok(IpAddr::V4(ip))
     }
 
     /// A CIDR; host bits are cleared (`10.1.2.3/8` is `10.0.0.0/8`), as the
-    /// API server's own parsing accepts them.
+    /// API server's own parsing accepts them. Leading zeros in an IPv4 CIDR
+    /// are read as decimal, with a warning (kube-proxy's `ParseCIDRSloppy`).
     pub(crate) fn cidr(&self, field: impl Into<String>, value: &str) -> Result<IpNet, InvalidObject> {
-        IpNet::from_str(value.trim())
-            .map(|net| net.trunc())
-            .map_err(|_| self.invalid(field, format!("{value:?} is not a valid CIDR")))
+        let text = value.trim();
+        if let Ok(net) = IpNet::from_str(text) {
+            return Ok(net.trunc());
+        }
+        let Some(net) = kproxy_model::parse_ipv4_net_sloppy(text) else {
+            return Err(self.invalid(field, format!("{value:?} is not a valid CIDR")));
+        };
+        self.warn(field, format!("{value:?} has leading zeros; read as {net}, as kube-proxy reads it"));
+        Ok(IpNet::V4(net))
     }
 
     pub(crate) fn port(&self, field: impl Into<String>, value: i32) -> Result<u16, InvalidObject> {

@@ -2,12 +2,17 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::{Fields, InvalidObject, LABEL_ZONE, TAINT_TO_BE_DELETED};
+use super::{Converted, Fields, InvalidObject, LABEL_ZONE, TAINT_TO_BE_DELETED};
 use crate::event::Kind;
 use crate::info::NodeInfo;
 
 /// Validates a Node and keeps its zone, addresses and deletion state.
 pub fn node(node: &Node) -> Result<NodeInfo, InvalidObject> {
+    node_with_warnings(node).map(|c| c.value)
+}
+
+/// [`node`], with the fields read leniently.
+pub fn node_with_warnings(node: &Node) -> Result<Converted<NodeInfo>, InvalidObject> {
     let f = Fields::of(Kind::Node, &node.metadata)?;
     let status_addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
     let mut addresses = Vec::new();
@@ -31,12 +36,13 @@ pub fn node(node: &Node) -> Result<NodeInfo, InvalidObject> {
         .enumerate()
         .map(|(i, c)| f.cidr(format!("spec.podCIDRs[{i}]"), c))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(NodeInfo {
+    let info = NodeInfo {
         name: f.key().name.clone(),
         zone: node.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ZONE)).filter(|z| !z.is_empty()).cloned(),
         addresses,
         pod_cidrs,
         deleting: node.metadata.deletion_timestamp.is_some(),
         to_be_deleted: taints.into_iter().flatten().any(|t| t.key == TAINT_TO_BE_DELETED),
-    })
+    };
+    Ok(f.finish(info))
 }

@@ -2,12 +2,17 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::{Fields, InvalidObject};
+use super::{Converted, Fields, InvalidObject};
 use crate::event::Kind;
 use crate::info::{ContainerPort, PodInfo};
 
 /// Validates a Pod and keeps what the endpoint controller reads.
 pub fn pod(pod: &Pod) -> Result<PodInfo, InvalidObject> {
+    pod_with_warnings(pod).map(|c| c.value)
+}
+
+/// [`pod`], with the fields read leniently.
+pub fn pod_with_warnings(pod: &Pod) -> Result<Converted<PodInfo>, InvalidObject> {
     let f = Fields::of(Kind::Pod, &pod.metadata)?;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
@@ -47,7 +52,7 @@ pub fn pod(pod: &Pod) -> Result<PodInfo, InvalidObject> {
         container_ports.extend(ports(&f, c, container)?);
     }
 
-    Ok(PodInfo {
+    let info = PodInfo {
         namespace: f.key().namespace.clone(),
         name: f.key().name.clone(),
         labels: pod.metadata.labels.clone().unwrap_or_default(),
@@ -57,7 +62,8 @@ pub fn pod(pod: &Pod) -> Result<PodInfo, InvalidObject> {
         ready,
         terminating: pod.metadata.deletion_timestamp.is_some(),
         container_ports,
-    })
+    };
+    Ok(f.finish(info))
 }
 
 fn ports(f: &Fields, c: usize, container: &Container) -> Result<Vec<ContainerPort>, InvalidObject> {

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kproxy_model::{IpFamily, ServiceName, SessionAffinity, TrafficPolicy};
 
 use super::annotations;
-use super::{Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
+use super::{Converted, Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
 use crate::event::Kind;
 use crate::info::{IgnoreReason, PortInfo, ServiceInfo, TargetPort};
 
@@ -18,11 +18,16 @@ const MAX_AFFINITY_TIMEOUT_SECONDS: u32 = 86400;
 
 /// Validates a Service and keeps what the proxy needs.
 pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
+    service_with_warnings(svc).map(|c| c.value)
+}
+
+/// [`service`], with the fields read leniently.
+pub fn service_with_warnings(svc: &Service) -> Result<Converted<ServiceInfo>, InvalidObject> {
     let f = Fields::of(Kind::Service, &svc.metadata)?;
     let name = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
     let labels = svc.metadata.labels.as_ref();
     if let Some(proxy) = labels.and_then(|l| l.get(LABEL_SERVICE_PROXY_NAME)) {
-        return Ok(ServiceInfo::ignored(name, IgnoreReason::OtherProxy(proxy.clone())));
+        return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::OtherProxy(proxy.clone()))));
     }
     let Some(spec) = svc.spec.as_ref() else {
         return Err(f.invalid("spec", "must be set"));
@@ -30,10 +35,10 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
     let types = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     let type_ = f.one_of("spec.type", spec.type_.as_deref(), &types, "ClusterIP")?;
     if type_ == "ExternalName" {
-        return Ok(ServiceInfo::ignored(name, IgnoreReason::ExternalName));
+        return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::ExternalName)));
     }
     let Some(cluster_ips) = cluster_ips(&f, spec)? else {
-        return Ok(ServiceInfo::ignored(name, IgnoreReason::Headless));
+        return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::Headless)));
     };
 
     let node_ports_allowed = matches!(type_, "NodePort" | "LoadBalancer");
@@ -77,7 +82,7 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         _ => None,
     };
 
-    Ok(ServiceInfo {
+    let info = ServiceInfo {
         name,
         ignored: None,
         selector: spec.selector.clone().filter(|s| !s.is_empty()),
@@ -95,7 +100,8 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
         health_check_node_port,
         publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
         annotations,
-    })
+    };
+    Ok(f.finish(info))
 }
 
 /// The cluster IPs, at most one per family; `None` for a headless service.

@@ -2,12 +2,17 @@
 
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 
-use super::{Fields, InvalidObject};
+use super::{Converted, Fields, InvalidObject};
 use crate::event::Kind;
 use crate::info::ServiceCidrInfo;
 
 /// Validates a ServiceCIDR.
 pub fn service_cidr(cidr: &ServiceCIDR) -> Result<ServiceCidrInfo, InvalidObject> {
+    service_cidr_with_warnings(cidr).map(|c| c.value)
+}
+
+/// [`service_cidr`], with the fields read leniently.
+pub fn service_cidr_with_warnings(cidr: &ServiceCIDR) -> Result<Converted<ServiceCidrInfo>, InvalidObject> {
     let f = Fields::of(Kind::ServiceCidr, &cidr.metadata)?;
     let cidrs = cidr
         .spec
@@ -16,5 +21,6 @@ pub fn service_cidr(cidr: &ServiceCIDR) -> Result<ServiceCidrInfo, InvalidObject
         .enumerate()
         .map(|(i, c)| f.cidr(format!("spec.cidrs[{i}]"), c))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ServiceCidrInfo { name: f.key().name.clone(), cidrs })
+    let info = ServiceCidrInfo { name: f.key().name.clone(), cidrs };
+    Ok(f.finish(info))
 }

@@ -11,8 +11,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kproxy_model::{IpFamily, ServiceName};
 
 use super::{
-    ANNOTATION_TRIGGER_TIME, Fields, InvalidObject, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME,
-    MAX_ENDPOINTS_PER_SLICE,
+    ANNOTATION_TRIGGER_TIME, Converted, Fields, InvalidObject, LABEL_HEADLESS, LABEL_SERVICE_NAME,
+    LABEL_SERVICE_PROXY_NAME, MAX_ENDPOINTS_PER_SLICE,
 };
 use crate::event::{Kind, Object};
 use crate::info::{EndpointGroup, Hints, SliceEndpoint, SliceInfo, SlicePort};
@@ -21,6 +21,11 @@ use crate::info::{EndpointGroup, Hints, SliceEndpoint, SliceInfo, SlicePort};
 /// another proxy, FQDN addresses) convert to a slice with no endpoints, so
 /// a slice that turns into one of those stops contributing.
 pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
+    endpoint_slice_with_warnings(slice).map(|c| c.value)
+}
+
+/// [`endpoint_slice`], with the fields read leniently.
+pub fn endpoint_slice_with_warnings(slice: &EndpointSlice) -> Result<Converted<Object>, InvalidObject> {
     let f = Fields::of(Kind::EndpointSlice, &slice.metadata)?;
     let labels = slice.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key));
@@ -29,8 +34,9 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
         .ok_or_else(|| f.invalid("metadata.labels", format!("{LABEL_SERVICE_NAME} must name the slice's Service")))?;
     let service = ServiceName::new(f.key().namespace.as_str(), service.as_str());
     let trigger_time = trigger_time(slice.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TRIGGER_TIME)));
+    let key = f.key().clone();
     let object = |groups: Vec<EndpointGroup>| Object::Slice {
-        key: f.key().clone(),
+        key: key.clone(),
         info: SliceInfo { service: service.clone(), groups: Arc::new(groups) },
         trigger_time,
     };
@@ -38,13 +44,13 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
     let family = match slice.address_type.as_str() {
         "IPv4" => IpFamily::V4,
         "IPv6" => IpFamily::V6,
-        "FQDN" => return Ok(object(Vec::new())),
+        "FQDN" => return Ok(f.finish(object(Vec::new()))),
         other => {
             return Err(f.invalid("addressType", format!("unsupported value {other:?} (allowed: IPv4, IPv6, FQDN)")));
         }
     };
     if label(LABEL_HEADLESS).is_some() || label(LABEL_SERVICE_PROXY_NAME).is_some() {
-        return Ok(object(Vec::new()));
+        return Ok(f.finish(object(Vec::new())));
     }
 
     let mut ports = Vec::new();
@@ -88,13 +94,19 @@ pub fn endpoint_slice(slice: &EndpointSlice) -> Result<Object, InvalidObject> {
             hints: hints.filter(|h| !h.for_zones.is_empty() || !h.for_nodes.is_empty()),
         });
     }
-    Ok(object(vec![EndpointGroup { ports, endpoints }]))
+    let converted = object(vec![EndpointGroup { ports, endpoints }]);
+    Ok(f.finish(converted))
 }
 
 /// Validates a legacy Endpoints object (accepted from manifest folders for
 /// services without a selector). `addresses` are ready, `notReadyAddresses`
 /// are neither ready nor serving.
 pub fn endpoints(eps: &Endpoints) -> Result<Object, InvalidObject> {
+    endpoints_with_warnings(eps).map(|c| c.value)
+}
+
+/// [`endpoints`], with the fields read leniently.
+pub fn endpoints_with_warnings(eps: &Endpoints) -> Result<Converted<Object>, InvalidObject> {
     let f = Fields::of(Kind::Endpoints, &eps.metadata)?;
     let service = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
     let trigger_time = trigger_time(eps.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TRIGGER_TIME)));
@@ -117,7 +129,9 @@ pub fn endpoints(eps: &Endpoints) -> Result<Object, InvalidObject> {
         }
         groups.push(EndpointGroup { ports, endpoints });
     }
-    Ok(Object::Slice { key: f.key().clone(), info: SliceInfo { service, groups: Arc::new(groups) }, trigger_time })
+    let object =
+        Object::Slice { key: f.key().clone(), info: SliceInfo { service, groups: Arc::new(groups) }, trigger_time };
+    Ok(f.finish(object))
 }
 
 fn legacy_endpoint(

@@ -102,7 +102,7 @@ impl Collect for Rules {
         let Some(handle) = attrs.iter().find(|a| a.kind == rule::HANDLE).and_then(Attr::u64) else { return };
         let expressions = attrs.iter().find(|a| a.kind == rule::EXPRESSIONS).and_then(Attr::nested);
         let expressions = expressions.as_deref().unwrap_or_default();
-        let verdict = expressions.iter().filter(|e| e.kind == LIST_ELEM).filter_map(immediate_verdict).last();
+        let verdict = expressions.iter().rev().filter(|e| e.kind == LIST_ELEM).find_map(immediate_verdict);
         self.rules.push(ListedRule { chain: self.chain.clone(), handle, verdict });
     }
 }

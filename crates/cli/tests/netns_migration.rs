@@ -3,7 +3,8 @@
 //! nftables table, kproxy's tables of another mode, claimed routes) is gone
 //! once the new proxy's first sync is in, traffic follows the new rules,
 //! and kubelet's chains stay. `kproxy cleanup` and `--cleanup` remove every
-//! mode's objects.
+//! mode's objects. Without the iptables tools (the default image), the nft
+//! backend's chains go over netlink all the same.
 
 mod lab;
 
@@ -122,6 +123,79 @@ fn upstream_legacy_iptables_rules_go_when_the_nftables_mode_starts() {
 #[test]
 fn upstream_nft_iptables_rules_go_when_the_nftables_mode_starts() {
     upstream_rules_go_when_kproxy_starts("nft", Mode::Nftables);
+}
+
+/// Kubelet's firewall rules and jumps (IPv4), and someone else's rule in
+/// both families: none of it is a proxy's.
+const KUBELET_AND_FOREIGN_RULES: [(&str, &str); 2] = [
+    (
+        "iptables",
+        "*filter\n\
+         -A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment \"block incoming localnet connections\" \
+         -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP\n\
+         -A INPUT -j KUBE-FIREWALL\n-A OUTPUT -j KUBE-FIREWALL\n-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT\nCOMMIT\n",
+    ),
+    ("ip6tables", "*filter\n-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT\nCOMMIT\n"),
+];
+
+/// The `-A` lines of both families' `iptables-nft-save` that are not
+/// kubelet's or the foreign rule.
+fn not_kubelets_or_foreign(saved: &str) -> Vec<&str> {
+    let allowed =
+        ["-A INPUT -j KUBE-FIREWALL", "-A OUTPUT -j KUBE-FIREWALL", "-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT"];
+    saved
+        .lines()
+        .filter(|l| l.starts_with("-A ") && !l.starts_with("-A KUBE-FIREWALL ") && !allowed.contains(l))
+        .collect()
+}
+
+/// The default image has no iptables tools: kube-proxy's iptables-nft
+/// chains and the jumps to them go over netlink, kubelet's chains and
+/// rules and a foreign rule stay, and traffic follows kproxy's rules.
+#[test]
+fn upstream_nft_iptables_rules_go_without_the_iptables_tools() {
+    let mut lab = lab();
+    load_kubelet_chains(&lab, "nft");
+    for (tool, rules) in KUBELET_AND_FOREIGN_RULES {
+        let path = lab.dir.path().join(format!("{tool}-kubelet.rules"));
+        std::fs::write(&path, rules).expect("writing kubelet's rules");
+        lab.node()
+            .exec(&format!("{tool}-nft-restore"), &["--noflush", &path.display().to_string()])
+            .expect("loading kubelet's rules");
+    }
+    lab.load_rendered_iptables("nft", &[]);
+    assert!(only(&lab, "10.96.0.10:80", "web-a1"), "the old iptables rules serve");
+    assert!(not_kubelets_or_foreign(&saved(&lab, "nft")).len() > 20, "the old rules are in");
+
+    lab.set_app("web-a1", Some("other"));
+    lab.set_app("web-b1", Some("web"));
+    // A PATH with no tool at all: kproxy runs none.
+    let empty = lab.dir.path().join("no-tools");
+    std::fs::create_dir(&empty).expect("an empty folder");
+    lab.env.push(("PATH".into(), empty.display().to_string()));
+    lab.start_mode(Mode::Nftables, &[]);
+    lab.eventually("the report", || lab.log().contains("removed what other proxy modes left on this node"));
+
+    assert!(only(&lab, "10.96.0.10:80", "web-b1"), "traffic follows kproxy's rules\n{}", lab.log_tail());
+    assert_eq!(
+        kube_chains(&lab, "nft"),
+        ["KUBE-FIREWALL", "KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"],
+        "only kubelet's chains stay\n{}",
+        lab.log_tail()
+    );
+    let saved = saved(&lab, "nft");
+    assert_eq!(not_kubelets_or_foreign(&saved), Vec::<&str>::new(), "{saved}");
+    for kept in
+        ["-A INPUT -j KUBE-FIREWALL", "-A OUTPUT -j KUBE-FIREWALL", "-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT"]
+    {
+        assert!(saved.lines().any(|l| l == kept), "{kept} stays: {saved}");
+    }
+    assert_eq!(saved.matches("--dport 9999").count(), 2, "the foreign rule stays in both families: {saved}");
+    assert!(saved.lines().any(|l| l.starts_with("-A KUBE-FIREWALL ") && l.ends_with("-j DROP")), "{saved}");
+    let log = lab.log();
+    assert!(log.contains("(nft IPv4: ") && log.contains("(nft IPv6: "), "the log counts the removed chains: {log}");
+    assert!(!log.contains("not installed"), "no warning about the missing tools: {log}");
+    assert!(!log.contains("cannot remove what another proxy mode left"), "{log}");
 }
 
 #[test]

@@ -12,12 +12,15 @@
 //! - iptables chains of upstream's iptables and IPVS modes (kproxy's
 //!   iptables mode uses upstream's names), in both backends and both
 //!   families, with the jumps to them from the built-in chains; kubelet's
-//!   chains stay;
+//!   chains stay. The nft backend's go over netlink ([`nft_chains`]), with
+//!   or without the iptables tools; the legacy backend's need its tools;
 //! - IPVS virtual servers kproxy or kube-proxy made, and `kube-ipvs0`.
 //!
 //! The userspace mode's claimed routes are the binary's to remove. Upstream
 //! kube-proxy's IPVS ipsets are left: with no rule using them they match
 //! nothing, and they need the ipset tool or protocol to go.
+
+mod nft_chains;
 
 use std::fmt;
 
@@ -28,6 +31,8 @@ use kproxy_nftables::{FamilyPlan, Op, Plan};
 use tracing::debug;
 
 use kproxy_ipvs::companion;
+
+pub use nft_chains::NftChainsError;
 
 use crate::ipvs::{Cleaned as CleanedIpvs, INTERFACE, cleanup as cleanup_ipvs};
 
@@ -143,65 +148,86 @@ async fn ipvs_may_hold_something() -> bool {
 /// A proxy's chains in `backend`, both families, as `keeping` allows.
 async fn remove_chains(keeping: Keeping, backend: Backend, out: &mut Leftovers) {
     let only_ipvs_mode = keeping == Keeping::Iptables(backend);
-    let doomed = |table: exec::Table, chain: &str| match only_ipvs_mode {
-        true => kproxy_iptables::names::is_ipvs_mode_chain(table.as_str(), chain),
-        false => kproxy_iptables::names::is_proxy_chain(table.as_str(), chain),
+    let doomed = move |table: &str, chain: &str| match only_ipvs_mode {
+        true => kproxy_iptables::names::is_ipvs_mode_chain(table, chain),
+        false => kproxy_iptables::names::is_proxy_chain(table, chain),
     };
-    if !exec::installed(backend) {
-        if let Some(problem) = unreachable_chains(backend).await {
-            out.problems.push(problem);
-        }
+    if backend == Backend::Legacy && !exec::installed(backend) {
+        out.problems.extend(unreachable_legacy_chains());
         return;
     }
-    let tools = exec::Iptables::new(backend);
     for family in IpFamily::ALL {
-        match tools.remove_chains(family, doomed).await {
-            Ok(removed) => {
+        let removed = match backend {
+            Backend::Nft => remove_nft_chains(family, doomed).await,
+            Backend::Legacy => remove_legacy_chains(family, doomed).await,
+        };
+        match removed {
+            Ok(Some(removed)) => {
                 for (table, chain, reason) in &removed.kept {
                     out.problems.push(format!("{backend} {family} {table} chain {chain} stays: {reason}"));
                 }
                 out.iptables.push((backend, family, removed));
             }
-            // Legacy tools on a kernel without x_tables, say: nothing there.
-            Err(e) => debug!(%backend, %family, error = %e, "cannot list iptables chains; none removed"),
+            Ok(None) => {}
+            Err(problem) => out.problems.push(problem),
         }
     }
 }
 
-/// Without `backend`'s tools its chains cannot be removed: say so when
-/// there may be some (legacy tables loaded; for nft, `KUBE-*` chains seen
-/// over netlink).
-async fn unreachable_chains(backend: Backend) -> Option<String> {
-    match backend {
-        Backend::Legacy => {
-            let loaded = std::fs::read_to_string("/proc/net/ip_tables_names").unwrap_or_default();
-            (!loaded.trim().is_empty()).then(|| {
-                "legacy iptables tables are loaded but the iptables-legacy tools are not installed: \
-                 kube-proxy chains there (if any) stay; run `kube-proxy --cleanup` or kproxy's iptables image"
-                    .to_owned()
-            })
+/// The nft backend's chains, over netlink: no tools needed, and no
+/// quadratic restore. `None`: the chains could not be listed, so none is
+/// known to be there (as with the legacy tools).
+async fn remove_nft_chains(
+    family: IpFamily,
+    doomed: impl Fn(&str, &str) -> bool + Send + 'static,
+) -> Result<Option<Removed>, String> {
+    match tokio::task::spawn_blocking(move || nft_chains::remove(family, doomed)).await {
+        Ok(Ok(removed)) => Ok(Some(removed)),
+        Ok(Err(NftChainsError::List(e))) => {
+            debug!(backend = %Backend::Nft, %family, error = %e, "cannot list iptables chains; none removed");
+            Ok(None)
         }
-        Backend::Nft => {
-            let listed = tokio::task::spawn_blocking(|| {
-                IpFamily::ALL
-                    .into_iter()
-                    .filter_map(|f| netlink::chain_names_by_table(f, &["filter", "nat", "mangle"]).ok())
-                    .flat_map(|by_table| {
-                        by_table.into_iter().flat_map(|(t, chains)| chains.into_iter().map(move |c| (t.clone(), c)))
-                    })
-                    .filter(|(t, c)| kproxy_iptables::names::is_proxy_chain(t, c))
-                    .count()
-            })
-            .await
-            .unwrap_or(0);
-            (listed > 0).then(|| {
-                format!(
-                    "{listed} kube-proxy iptables-nft chains stay: the iptables-nft tools are not installed; \
-                     run `kube-proxy --cleanup` or kproxy's iptables image"
-                )
-            })
+        Ok(Err(e)) => Err(format!("{} {family} kube-proxy chains: {}", Backend::Nft, with_causes(&e))),
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// The legacy backend's chains, with its tools. `None` as for nft (a
+/// kernel without x_tables, say).
+async fn remove_legacy_chains(
+    family: IpFamily,
+    doomed: impl Fn(&str, &str) -> bool,
+) -> Result<Option<Removed>, String> {
+    let tools = exec::Iptables::new(Backend::Legacy);
+    match tools.remove_chains(family, |table: exec::Table, chain: &str| doomed(table.as_str(), chain)).await {
+        Ok(removed) => Ok(Some(removed)),
+        Err(e) => {
+            debug!(backend = %Backend::Legacy, %family, error = %e, "cannot list iptables chains; none removed");
+            Ok(None)
         }
     }
+}
+
+/// An error and its causes, as one line.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// Without the legacy tools its chains cannot be removed: say so when
+/// there may be some (legacy tables loaded).
+fn unreachable_legacy_chains() -> Option<String> {
+    let loaded = std::fs::read_to_string("/proc/net/ip_tables_names").unwrap_or_default();
+    (!loaded.trim().is_empty()).then(|| {
+        "legacy iptables tables are loaded but the iptables-legacy tools are not installed: \
+         kube-proxy chains there (if any) stay; run `kube-proxy --cleanup` or kproxy's iptables image"
+            .to_owned()
+    })
 }
 
 /// Deletes the nf_tables tables among `names` that exist, in both

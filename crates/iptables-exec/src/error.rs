@@ -41,7 +41,7 @@ pub enum IptablesError {
     /// The nft backend's chains could not be listed over netlink (the
     /// error names the family, tables and step).
     #[error(transparent)]
-    ListChains(kproxy_netlink::nft::ListChainsError),
+    ListChains(kproxy_netlink::nft::DumpError),
     /// The blocking task that lists them panicked or was cancelled.
     #[error("the iptables-nft chain listing task did not finish")]
     ListTask(#[source] tokio::task::JoinError),

@@ -1,13 +1,16 @@
-//! Listing chain names over netlink against a real kernel, in throwaway
-//! network namespaces: chains made by `iptables-nft-restore` are listed
-//! per table and family, other tables' are not, and a dump of 20,000
-//! chains (many receive buffers) comes back whole. They need root and the
-//! `iptables` package, and fail (never skip) without sandboxes.
+//! Listing chain names and rules over netlink against a real kernel, in
+//! throwaway network namespaces: chains made by `iptables-nft-restore`
+//! are listed per table and family, other tables' are not, and a dump of
+//! 20,000 chains (many receive buffers) comes back whole; rules are listed
+//! with the handles and jumps `nft -a` shows, and go by handle. They need
+//! root and the `iptables` package, and fail (never skip) without
+//! sandboxes.
 
 use std::time::Instant;
 
 use kproxy_model::IpFamily;
-use kproxy_netlink::nft::{chain_names, chain_names_by_table};
+use kproxy_netlink::nft::{apply, chain_names, chain_names_by_table, encode_tables, rules};
+use kproxy_nftables::Op;
 use kproxy_sandbox::{Netns, available};
 
 fn netns(prefix: &str) -> Netns {
@@ -117,4 +120,59 @@ fn a_dump_of_20000_chains_comes_back_whole() {
     assert_eq!(kube.len(), CHAINS, "every chain is listed once");
     assert!(kube == names, "the listed names are the chains made");
     assert!(took.as_secs() < 2, "listing {CHAINS} chains took {took:?}");
+}
+
+/// `(chain, handle, jump target)` of every rule `nft -a list table` shows
+/// that jumps (` jump CHAIN # handle N`).
+fn nft_jumps(ns: &Netns, family: &str, table: &str) -> Vec<(String, u64, String)> {
+    let listing = ns.exec("nft", &["-a", "list", "table", family, table]).expect("nft lists the table");
+    let mut chain = String::new();
+    let mut out = Vec::new();
+    for line in listing.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("chain ").and_then(|l| l.split(' ').next()) {
+            chain = name.to_owned();
+        } else if let Some((rule, handle)) = line.split_once(" # handle ")
+            && let Some(target) = rule.split_once("jump ").map(|(_, t)| t)
+        {
+            out.push((chain.clone(), handle.parse().expect("a handle"), target.to_owned()));
+        }
+    }
+    out
+}
+
+#[test]
+fn rules_are_listed_with_their_handles_and_jumps_and_go_by_handle() {
+    let ns = netns("a-rules");
+    restore(&ns, "iptables-nft-restore", V4_PAYLOAD);
+    let chains = ["PREROUTING", "KUBE-SERVICES", "KUBE-SVC-AAAA", "KUBE-SEP-BBBB", "NO-SUCH-CHAIN"];
+    let listed = ns.enter(|| rules(IpFamily::V4, "nat", &chains)).expect("the rules are listed");
+    let mut jumps: Vec<(String, u64, String)> =
+        listed.iter().filter_map(|r| Some((r.chain.clone(), r.handle, r.target()?.to_owned()))).collect();
+    jumps.sort();
+    let mut want = nft_jumps(&ns, "ip", "nat");
+    want.sort();
+    assert_eq!(jumps, want, "{listed:?}");
+    assert_eq!(jumps.len(), 3, "{listed:?}");
+    let prerouting = listed.iter().find(|r| r.chain == "PREROUTING").expect("the jump from PREROUTING").handle;
+
+    // The jump from PREROUTING goes by its handle, and the chains behind
+    // it with it, in one transaction over two tables.
+    let ops = vec![
+        (
+            "nat",
+            vec![
+                Op::DeleteRule { chain: "PREROUTING".into(), handle: prerouting },
+                Op::FlushChain("KUBE-SERVICES".into()),
+                Op::FlushChain("KUBE-SVC-AAAA".into()),
+                Op::DeleteChain("KUBE-SERVICES".into()),
+                Op::DeleteChain("KUBE-SVC-AAAA".into()),
+            ],
+        ),
+        ("filter", vec![Op::DeleteChain("KUBE-FORWARD".into())]),
+    ];
+    ns.enter(|| apply(&encode_tables(IpFamily::V4, &ops, 1))).expect("the kernel takes the transaction");
+    assert_eq!(nft_chains(&ns, "ip", "nat"), ["KUBE-SEP-BBBB", "PREROUTING"]);
+    assert!(!nft_chains(&ns, "ip", "filter").contains(&"KUBE-FORWARD".to_owned()));
+    let left = ns.enter(|| rules(IpFamily::V4, "nat", &["PREROUTING"])).expect("the rules are listed");
+    assert_eq!(left, [], "PREROUTING's jump is gone");
 }

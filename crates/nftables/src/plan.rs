@@ -34,6 +34,13 @@ pub enum Op {
     AddChain(Chain),
     FlushChain(String),
     DeleteChain(String),
+    /// Deletes one rule by the handle the kernel gave it. kproxy's own
+    /// planner never emits it (it never reads the kernel back); it is for
+    /// removing rules another proxy left, found by listing the kernel's.
+    DeleteRule {
+        chain: String,
+        handle: u64,
+    },
     AddRule {
         chain: String,
         rule: Rule,

@@ -71,6 +71,9 @@ fn op_line(out: &mut String, family: IpFamily, op: &Op) {
         Op::DeleteChain(name) => {
             let _ = writeln!(out, "delete chain {t} {name}");
         }
+        Op::DeleteRule { chain, handle } => {
+            let _ = writeln!(out, "delete rule {t} {chain} handle {handle}");
+        }
         Op::AddRule { chain, rule: r } => {
             let _ = writeln!(out, "add rule {t} {chain} {}", rule(family, r));
         }

@@ -12,62 +12,28 @@
 //! nf_tables, so they are listed too.
 
 use std::collections::BTreeMap;
-use std::io;
-use std::os::fd::AsFd;
-use std::time::Duration;
 
 use kproxy_model::IpFamily;
-use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
-use nix::sys::socket::{setsockopt, sockopt};
-use nix::sys::time::TimeVal;
 
-use super::decode::{Body, DecodeError, Message, parse};
+use super::decode::Attr;
+use super::dump::{Collect, DumpError, Dumper, text};
 use super::encode::chain;
 use super::types::nfproto;
-use super::wire::{NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, SUBSYS_NFTABLES, Writer, msg};
-use crate::io::{recv, send};
+use super::wire::{NLM_F_DUMP, NLM_F_REQUEST, SUBSYS_NFTABLES, Writer, msg};
 
-/// What went wrong listing chains. `tables` are the tables asked for.
-#[derive(Debug, thiserror::Error)]
-pub enum ListChainsError {
-    #[error("cannot open a netfilter netlink socket")]
-    Socket(#[source] io::Error),
-    #[error("sending the chain dump request for {family} {} failed", named(.tables))]
-    Send { family: IpFamily, tables: Vec<String>, source: io::Error },
-    #[error("reading the chain dump of {family} {} failed", named(.tables))]
-    Receive { family: IpFamily, tables: Vec<String>, source: io::Error },
-    #[error("the chain dump of {family} {} is malformed", named(.tables))]
-    Decode { family: IpFamily, tables: Vec<String>, source: DecodeError },
-    /// The kernel answered the dump with an error other than "no such table".
-    #[error("the kernel refused to list the chains of {family} {}: {}", named(.tables), io::Error::from_raw_os_error(*.errno))]
-    Refused { family: IpFamily, tables: Vec<String>, errno: i32 },
-    /// The ruleset kept changing while it was dumped.
-    #[error("the chains of {family} {} changed during each of {attempts} dumps", named(.tables))]
-    Interrupted { family: IpFamily, tables: Vec<String>, attempts: usize },
-}
-
-/// "table `nat`", "tables `filter`, `nat`".
-fn named(tables: &[String]) -> String {
+/// "the chains of IPv4 table `nat`", "... tables `filter`, `nat`".
+fn what(family: IpFamily, tables: &[&str]) -> String {
     let quoted: Vec<String> = tables.iter().map(|t| format!("`{t}`")).collect();
     match quoted.as_slice() {
-        [one] => format!("table {one}"),
-        _ => format!("tables {}", quoted.join(", ")),
+        [one] => format!("the chains of {family} table {one}"),
+        _ => format!("the chains of {family} tables {}", quoted.join(", ")),
     }
 }
-
-/// How long the kernel may take between two parts of its answer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
-/// A dump part is at most 32 KiB (the kernel caps it near there whatever
-/// the reader offers); a larger buffer never truncates one.
-const RECEIVE_BUFFER: usize = 1 << 17;
-/// A dump that sees the ruleset change says so (`NLM_F_DUMP_INTR`) and is
-/// redone this many times in all before giving up.
-const ATTEMPTS: usize = 3;
 
 /// The names of the chains in `family`'s nf_tables table `table`, in the
 /// kernel's order (creation order). A missing table has no chains.
 /// Blocks: run it off the async runtime.
-pub fn chain_names(family: IpFamily, table: &str) -> Result<Vec<String>, ListChainsError> {
+pub fn chain_names(family: IpFamily, table: &str) -> Result<Vec<String>, DumpError> {
     let mut by_table = dump(family, Some(table), &[table])?;
     Ok(by_table.remove(table).unwrap_or_default())
 }
@@ -77,10 +43,7 @@ pub fn chain_names(family: IpFamily, table: &str) -> Result<Vec<String>, ListCha
 /// walks every chain of the family (see [`dump`]). Every table asked for
 /// is a key, with no chains if it is missing. Blocks: run it off the async
 /// runtime.
-pub fn chain_names_by_table(
-    family: IpFamily,
-    tables: &[&str],
-) -> Result<BTreeMap<String, Vec<String>>, ListChainsError> {
+pub fn chain_names_by_table(family: IpFamily, tables: &[&str]) -> Result<BTreeMap<String, Vec<String>>, DumpError> {
     match tables {
         [only] => dump(family, Some(only), tables),
         _ => dump(family, None, tables),
@@ -93,34 +56,10 @@ pub fn chain_names_by_table(
 /// (checked on 6.18: `nf_tables_dump_chains` filters by family only), so
 /// the answer is sorted out by table here; a kernel that honoured it would
 /// only send less.
-fn dump(
-    family: IpFamily,
-    filter: Option<&str>,
-    tables: &[&str],
-) -> Result<BTreeMap<String, Vec<String>>, ListChainsError> {
-    let what: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
-    let socket = open()?;
-    let mut buf = vec![0u8; RECEIVE_BUFFER];
-    for attempt in 0..ATTEMPTS {
-        let seq = u32::try_from(attempt + 1).expect("a handful of attempts");
-        let request = request(family, filter, seq);
-        send(&socket, &request).map_err(|source| ListChainsError::Send { family, tables: what.clone(), source })?;
-        let mut reply = Reply::new(tables, seq);
-        while !reply.done {
-            let n = recv(&socket, &mut buf).map_err(|source| ListChainsError::Receive {
-                family,
-                tables: what.clone(),
-                source,
-            })?;
-            let messages =
-                parse(&buf[..n]).map_err(|source| ListChainsError::Decode { family, tables: what.clone(), source })?;
-            reply.absorb(messages).map_err(|errno| ListChainsError::Refused { family, tables: what.clone(), errno })?;
-        }
-        if !reply.interrupted {
-            return Ok(reply.chains);
-        }
-    }
-    Err(ListChainsError::Interrupted { family, tables: what, attempts: ATTEMPTS })
+fn dump(family: IpFamily, filter: Option<&str>, tables: &[&str]) -> Result<BTreeMap<String, Vec<String>>, DumpError> {
+    let mut dumper = Dumper::open()?;
+    let chains = dumper.dump(|| what(family, tables), |seq| request(family, filter, seq), || Chains::new(tables))?;
+    Ok(chains.0)
 }
 
 /// `NFT_MSG_GETCHAIN` as a dump of `family`, with the table to dump if one.
@@ -134,78 +73,42 @@ pub(crate) fn request(family: IpFamily, table: Option<&str>, seq: u32) -> Vec<u8
     w.into_bytes()
 }
 
-/// A dump's answer as it arrives, part by part.
+/// The chain names of the tables asked for, in the order they came.
 #[derive(Debug)]
-pub(crate) struct Reply {
-    seq: u32,
-    pub chains: BTreeMap<String, Vec<String>>,
-    pub done: bool,
-    /// The ruleset changed during the dump: what was read may miss chains.
-    pub interrupted: bool,
+pub(crate) struct Chains(pub BTreeMap<String, Vec<String>>);
+
+impl Chains {
+    pub fn new(tables: &[&str]) -> Chains {
+        Chains(tables.iter().map(|t| ((*t).to_owned(), Vec::new())).collect())
+    }
 }
 
-impl Reply {
-    pub fn new(tables: &[&str], seq: u32) -> Reply {
-        let chains = tables.iter().map(|t| ((*t).to_owned(), Vec::new())).collect();
-        Reply { seq, chains, done: false, interrupted: false }
-    }
-
-    /// Takes one part's messages; `Err(errno)` if the kernel refused the
-    /// dump. A missing table (`ENOENT`, from kernels that look the table
-    /// up) ends the dump with no chains.
-    pub fn absorb(&mut self, messages: Vec<Message>) -> Result<(), i32> {
-        let newchain = (SUBSYS_NFTABLES << 8) | u16::from(msg::NEWCHAIN);
-        for m in messages {
-            // Answers to another request: none are expected, since each
-            // attempt is read to its end, but a stray one must not count.
-            if m.seq != self.seq {
-                continue;
-            }
-            self.interrupted |= m.flags & NLM_F_DUMP_INTR != 0;
-            match m.body {
-                Body::Done => self.done = true,
-                Body::Error(e) if e.error == 0 || -e.error == nix::libc::ENOENT => self.done = true,
-                Body::Error(e) => return Err(-e.error),
-                Body::Netfilter { attrs, .. } if m.kind == newchain => {
-                    let text = |kind| attrs.iter().find(|a| a.kind == kind).and_then(|a| a.bytes()).map(c_string);
-                    if let (Some(table), Some(name)) = (text(chain::TABLE), text(chain::NAME))
-                        && let Some(names) = self.chains.get_mut(table)
-                    {
-                        names.push(name.to_owned());
-                    }
-                }
-                Body::Netfilter { .. } => {}
-            }
+impl Collect for Chains {
+    fn take(&mut self, kind: u16, attrs: Vec<Attr>) {
+        if kind != (SUBSYS_NFTABLES << 8) | u16::from(msg::NEWCHAIN) {
+            return;
         }
-        Ok(())
+        if let (Some(table), Some(name)) = (text(&attrs, chain::TABLE), text(&attrs, chain::NAME))
+            && let Some(names) = self.0.get_mut(table)
+        {
+            names.push(name.to_owned());
+        }
     }
-}
-
-/// A NUL-terminated attribute string, without the NUL; not UTF-8 is empty
-/// (no table or chain kproxy asks for is named so).
-fn c_string(bytes: &[u8]) -> &str {
-    let text = bytes.split(|c| *c == 0).next().unwrap_or_default();
-    std::str::from_utf8(text).unwrap_or_default()
-}
-
-fn open() -> Result<Socket, ListChainsError> {
-    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(ListChainsError::Socket)?;
-    socket.bind_auto().map_err(ListChainsError::Socket)?;
-    socket.set_ext_ack(true).map_err(ListChainsError::Socket)?;
-    let timeout = TimeVal::new(ANSWER_TIMEOUT.as_secs() as _, 0);
-    setsockopt(&socket.as_fd(), sockopt::ReceiveTimeout, &timeout).map_err(|e| ListChainsError::Socket(e.into()))?;
-    socket.connect(&SocketAddr::new(0, 0)).map_err(ListChainsError::Socket)?;
-    Ok(socket)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nft::decode::{Attr, Value};
-    use crate::nft::wire::{NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN};
+    use crate::nft::decode::{Body, Value, parse};
+    use crate::nft::dump::{Reply, c_string};
+    use crate::nft::wire::{NLM_F_DUMP_INTR, NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN};
 
     fn text(attr: &Attr) -> &str {
         c_string(attr.bytes().expect("a string attribute"))
+    }
+
+    fn reply_to(tables: &[&str], seq: u32) -> Reply<Chains> {
+        Reply::new(seq, Chains::new(tables))
     }
 
     #[test]
@@ -249,7 +152,7 @@ mod tests {
 
     #[test]
     fn chains_of_the_tables_asked_for_are_kept_across_parts() {
-        let mut reply = Reply::new(&["filter", "nat"], 5);
+        let mut reply = reply_to(&["filter", "nat"], 5);
         let part = [
             newchain(5, "nat", "PREROUTING", 0),
             newchain(5, "mangle", "KUBE-IPTABLES-HINT", 0),
@@ -265,17 +168,17 @@ mod tests {
             ("nat".to_owned(), vec!["PREROUTING".to_owned(), "KUBE-SERVICES".into(), "KUBE-SVC-A".into()]),
         ]
         .into();
-        assert_eq!(reply.chains, want);
+        assert_eq!(reply.collected.0, want);
     }
 
     #[test]
     fn an_interrupted_dump_is_flagged_and_stale_answers_are_ignored() {
-        let mut reply = Reply::new(&["nat"], 2);
+        let mut reply = reply_to(&["nat"], 2);
         reply.absorb(parse(&[newchain(1, "nat", "FROM-THE-FIRST-ATTEMPT", 0), done(1)].concat()).unwrap()).unwrap();
         assert!(!reply.done);
         reply.absorb(parse(&[newchain(2, "nat", "KUBE-SEP-B", NLM_F_DUMP_INTR), done(2)].concat()).unwrap()).unwrap();
         assert!(reply.done && reply.interrupted);
-        assert_eq!(reply.chains["nat"], ["KUBE-SEP-B"]);
+        assert_eq!(reply.collected.0["nat"], ["KUBE-SEP-B"]);
     }
 
     /// An `NLMSG_ERROR` answering request `seq` with `errno`.
@@ -298,15 +201,14 @@ mod tests {
 
     #[test]
     fn a_missing_table_has_no_chains_and_other_errors_are_refusals() {
-        let mut reply = Reply::new(&["nat"], 3);
+        let mut reply = reply_to(&["nat"], 3);
         reply.absorb(parse(&error(3, nix::libc::ENOENT)).unwrap()).unwrap();
         assert!(reply.done);
-        assert_eq!(reply.chains["nat"], Vec::<String>::new());
+        assert_eq!(reply.collected.0["nat"], Vec::<String>::new());
 
-        let mut reply = Reply::new(&["nat"], 3);
+        let mut reply = reply_to(&["nat"], 3);
         assert_eq!(reply.absorb(parse(&error(3, nix::libc::EPERM)).unwrap()), Err(nix::libc::EPERM));
-        let refused =
-            ListChainsError::Refused { family: IpFamily::V4, tables: vec!["nat".into()], errno: nix::libc::EPERM };
+        let refused = DumpError::Refused { what: what(IpFamily::V4, &["nat"]), errno: nix::libc::EPERM };
         assert!(
             refused.to_string().starts_with("the kernel refused to list the chains of IPv4 table `nat`: "),
             "{refused}"

@@ -4,6 +4,7 @@
 //! Every length is checked against what is there: malformed input is a
 //! [`DecodeError`], never a panic.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use super::wire::{NLA_F_NESTED, NLA_TYPE_MASK, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, align};
@@ -94,6 +95,21 @@ impl Attr {
 
     pub fn u32(&self) -> Option<u32> {
         self.bytes().and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
+    }
+
+    /// The attributes inside a nest. The kernel's nf_tables dumps leave
+    /// `NLA_F_NESTED` off their nests (`nla_nest_start_noflag`), so a nest
+    /// may have been read as bytes: those are parsed here. `None` if they
+    /// are not attributes.
+    pub fn nested(&self) -> Option<Cow<'_, [Attr]>> {
+        match &self.value {
+            Value::Nested(children) => Some(Cow::Borrowed(children)),
+            Value::Bytes(bytes) => attrs(bytes, 1).ok().map(Cow::Owned),
+        }
+    }
+
+    pub fn u64(&self) -> Option<u64> {
+        self.bytes().and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
     }
 }
 

@@ -108,6 +108,21 @@ pub fn encode_table(table: &'static str, plan: &Plan, seq: u32, sets: &IntervalS
     e.finish()
 }
 
+/// Operations on several tables of one family as one batch: one
+/// transaction however many tables it touches (removing another proxy's
+/// iptables-nft chains spans `filter`, `nat` and `mangle`). A refused
+/// message's origin is (index in `tables`, op index).
+pub fn encode_tables(family: IpFamily, tables: &[(&'static str, Vec<Op>)], seq: u32) -> Encoded {
+    let mut e = Encoder::new(seq, IntervalSets::default());
+    for (ti, (table, ops)) in tables.iter().enumerate() {
+        e.table = table;
+        for (oi, op) in ops.iter().enumerate() {
+            e.op(family, op, Some((ti, oi)));
+        }
+    }
+    e.finish()
+}
+
 /// Encodes operations into a batch.
 pub struct Encoder {
     pub(crate) w: Writer,
@@ -211,6 +226,13 @@ impl Encoder {
                 self.begin(family, msg::DELCHAIN, NLM_F_REQUEST);
                 self.w.str(chain::TABLE, self.table);
                 self.w.str(chain::NAME, name);
+                self.w.end();
+            }
+            Op::DeleteRule { chain, handle } => {
+                self.begin(family, msg::DELRULE, NLM_F_REQUEST);
+                self.w.str(rule::TABLE, self.table);
+                self.w.str(rule::CHAIN, chain);
+                self.w.u64(rule::HANDLE, *handle);
                 self.w.end();
             }
             Op::AddRule { chain, rule } => expr::add_rule(self, family, chain, rule),
@@ -567,6 +589,7 @@ pub(crate) mod chain {
 pub(crate) mod rule {
     pub const TABLE: u16 = 1;
     pub const CHAIN: u16 = 2;
+    pub const HANDLE: u16 = 3;
     pub const EXPRESSIONS: u16 = 4;
     pub const USERDATA: u16 = 7;
 }

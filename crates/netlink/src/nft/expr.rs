@@ -580,8 +580,8 @@ fn value_nest(w: &mut Writer, kind: u16, value: &[u8]) {
 
 const LIST_ELEM: u16 = 1;
 /// `NFTA_EXPR_NAME`, `NFTA_EXPR_DATA`.
-const EXPR_NAME: u16 = 1;
-const EXPR_DATA: u16 = 2;
+pub(crate) const EXPR_NAME: u16 = 1;
+pub(crate) const EXPR_DATA: u16 = 2;
 
 const IFNAMSIZ: usize = 16;
 /// `NFT_META_*` keys.
@@ -643,7 +643,8 @@ mod lookup {
     pub const F_INV: u32 = 1;
 }
 
-mod immediate {
+/// `NFTA_IMMEDIATE_*`.
+pub(crate) mod immediate {
     pub const DREG: u16 = 1;
     pub const DATA: u16 = 2;
 }

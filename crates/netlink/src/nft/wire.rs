@@ -19,6 +19,7 @@ pub mod msg {
     pub const GETCHAIN: u8 = 4;
     pub const DELCHAIN: u8 = 5;
     pub const NEWRULE: u8 = 6;
+    pub const GETRULE: u8 = 7;
     pub const DELRULE: u8 = 8;
     pub const NEWSET: u8 = 9;
     pub const DELSET: u8 = 11;

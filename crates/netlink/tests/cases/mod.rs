@@ -406,6 +406,32 @@ pub fn cases() -> Vec<Case> {
                 ]
             }),
         },
+        // Removing another proxy's chain: the jump to it goes by its handle
+        // (the table numbers chains and rules from 1 in creation order, so
+        // the jump is handle 5), then the chain is flushed and deleted.
+        Case {
+            name: "delete-rule",
+            preamble: both(|_| {
+                vec![
+                    Op::AddTable,
+                    Op::AddChain(base_chain("input", ChainType::Filter, Hook::Input, 0)),
+                    Op::AddChain(Chain::regular("target", Vec::new())),
+                    Op::AddRule { chain: "target".into(), rule: Rule::always(vec![Stmt::Counter]) },
+                    Op::AddRule { chain: "input".into(), rule: Rule::always(vec![Stmt::Counter]) },
+                    Op::AddRule {
+                        chain: "input".into(),
+                        rule: Rule::always(vec![Stmt::Verdict(Verdict::Jump("target".into()))]),
+                    },
+                ]
+            }),
+            ops: both(|_| {
+                vec![
+                    Op::DeleteRule { chain: "input".into(), handle: 5 },
+                    Op::FlushChain("target".into()),
+                    Op::DeleteChain("target".into()),
+                ]
+            }),
+        },
     ];
 
     // The planner's own plans: a cold start, a resync, a partial sync.

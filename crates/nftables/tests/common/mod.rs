@@ -90,6 +90,7 @@ pub fn apply(tables: &mut [Table; 2], plan: &Plan) {
                     table.chains.entry(chain.name.clone()).or_insert_with(|| chain.clone());
                 }
                 Op::FlushChain(name) => table.chains.get_mut(name).expect("flushing a missing chain").rules.clear(),
+                Op::DeleteRule { chain, handle } => panic!("the planner deleted rule {handle} of {chain} by handle"),
                 Op::DeleteChain(name) => {
                     let chain = table.chains.remove(name).expect("deleting a missing chain");
                     assert!(chain.rules.is_empty(), "deleting chain {name} with rules");

@@ -163,7 +163,7 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("conntrack.tcpCloseWaitTimeout", "--conntrack-tcp-timeout-close-wait", ALL)
         .note("userspace: the proxy's half-closed TCP timeout"),
     field("conntrack.tcpBeLiberal", "--conntrack-tcp-be-liberal", KERNEL)
-        .note("nftables, iptables: also keeps invalid packets (upstream drops them unless liberal)"),
+        .note("nftables, iptables: also stops the rules dropping packets conntrack finds invalid, as upstream"),
     field("conntrack.udpTimeout", "--conntrack-udp-timeout", KERNEL),
     field("conntrack.udpStreamTimeout", "--conntrack-udp-timeout-stream", ALL)
         .note("userspace: the proxy's UDP idle timeout"),

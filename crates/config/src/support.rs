@@ -54,7 +54,7 @@ impl Setting {
         matches!(self.support, Support::Modes(modes) if modes.contains(&mode))
     }
 
-    const fn note(self, note: &'static str) -> Self {
+    const fn with_note(self, note: &'static str) -> Self {
         Setting { note, ..self }
     }
 }
@@ -105,38 +105,40 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("logging.format", "", ALL),
     field("logging.flushFrequency", "", Ignored("kproxy writes each log line at once; nothing waits to be flushed")),
     field("logging.verbosity", "--v", ALL),
-    field("logging.vmodule[].filePattern", "", NotYet).note("`RUST_LOG` sets levels per module"),
-    field("logging.vmodule[].verbosity", "", NotYet).note("`RUST_LOG` sets levels per module"),
-    field("logging.options.text.splitStream", "", NotYet).note("every line goes to stderr"),
+    field("logging.vmodule[].filePattern", "", NotYet).with_note("`RUST_LOG` sets levels per module"),
+    field("logging.vmodule[].verbosity", "", NotYet).with_note("`RUST_LOG` sets levels per module"),
+    field("logging.options.text.splitStream", "", NotYet).with_note("every line goes to stderr"),
     field("logging.options.text.infoBufferSize", "", Ignored("kproxy does not buffer log lines")),
-    field("logging.options.json.splitStream", "", NotYet).note("every line goes to stderr"),
+    field("logging.options.json.splitStream", "", NotYet).with_note("every line goes to stderr"),
     field("logging.options.json.infoBufferSize", "", Ignored("kproxy does not buffer log lines")),
     field("hostnameOverride", "--hostname-override", ALL),
     field("bindAddress", "--bind-address", ALL)
-        .note("the node's primary IP (`nodePortAddresses: [primary]`); nothing binds to it"),
+        .with_note("the node's primary IP (`nodePortAddresses: [primary]`); nothing binds to it"),
     field("healthzBindAddress", "--healthz-bind-address", ALL),
     field("metricsBindAddress", "--metrics-bind-address", ALL),
     field("bindAddressHardFail", "--bind-address-hard-fail", ALL),
-    field("enableProfiling", "--profiling", NotYet).note("kproxy serves no `/debug/pprof`"),
+    field("enableProfiling", "--profiling", NotYet).with_note("kproxy serves no `/debug/pprof`"),
     field("showHiddenMetricsForVersion", "--show-hidden-metrics-for-version", Ignored("kproxy hides no metrics")),
-    field("mode", "--proxy-mode", ALL).note("unset: nftables as root, else a dry run; the nftables settings apply"),
+    field("mode", "--proxy-mode", ALL)
+        .with_note("unset: nftables as root, else a dry run; the nftables settings apply"),
     field("iptables.masqueradeBit", "--iptables-masquerade-bit", IPTABLES_MASQUERADE)
-        .note("nftables mode reads `nftables.masqueradeBit`"),
-    field("iptables.masqueradeAll", "", IPTABLES_MASQUERADE).note("nftables mode reads `nftables.masqueradeAll`"),
-    field("", "--masquerade-all", KERNEL).note("writes `nftables.masqueradeAll` in nftables mode"),
+        .with_note("nftables mode reads `nftables.masqueradeBit`"),
+    field("iptables.masqueradeAll", "", IPTABLES_MASQUERADE).with_note("nftables mode reads `nftables.masqueradeAll`"),
+    field("", "--masquerade-all", KERNEL).with_note("writes `nftables.masqueradeAll` in nftables mode"),
     field("iptables.localhostNodePorts", "--iptables-localhost-nodeports", IPTABLES),
     field("iptables.syncPeriod", "", IPTABLES_SECTION),
     field("iptables.minSyncPeriod", "", IPTABLES_SECTION),
     field("", "--iptables-sync-period", Modes(&[Nftables, Iptables, Userspace]))
-        .note("writes `nftables.syncPeriod` in nftables mode"),
+        .with_note("writes `nftables.syncPeriod` in nftables mode"),
     field("", "--iptables-min-sync-period", Modes(&[Nftables, Iptables, Userspace]))
-        .note("writes `nftables.minSyncPeriod` in nftables mode"),
+        .with_note("writes `nftables.minSyncPeriod` in nftables mode"),
     field("ipvs.syncPeriod", "--ipvs-sync-period", IPVS),
     field("ipvs.minSyncPeriod", "--ipvs-min-sync-period", IPVS),
     field("ipvs.scheduler", "--ipvs-scheduler", Modes(&[Ipvs, Userspace]))
-        .note("userspace: the scheduler of Services without `kproxy.io/scheduler`"),
-    field("ipvs.excludeCIDRs", "--ipvs-exclude-cidrs", ALL)
-        .note("other modes: IPVS servers there survive the removal of IPVS leftovers at start and `kproxy cleanup`"),
+        .with_note("userspace: the scheduler of Services without `kproxy.io/scheduler`"),
+    field("ipvs.excludeCIDRs", "--ipvs-exclude-cidrs", ALL).with_note(
+        "other modes: IPVS servers there survive the removal of IPVS leftovers at start and `kproxy cleanup`",
+    ),
     field("ipvs.strictARP", "--ipvs-strict-arp", IPVS),
     field("ipvs.tcpTimeout", "--ipvs-tcp-timeout", IPVS),
     field("ipvs.tcpFinTimeout", "--ipvs-tcpfin-timeout", IPVS),
@@ -150,23 +152,24 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("winkernel.enableDSR", "", WINDOWS),
     field("winkernel.rootHnsEndpointName", "", WINDOWS),
     field("winkernel.forwardHealthCheckVip", "", WINDOWS),
-    field("detectLocalMode", "--detect-local-mode", KERNEL).note("userspace mode tells pods by `clusterCIDR` alone"),
+    field("detectLocalMode", "--detect-local-mode", KERNEL)
+        .with_note("userspace mode tells pods by `clusterCIDR` alone"),
     field("detectLocal.bridgeInterface", "--pod-bridge-interface", KERNEL),
     field("detectLocal.interfaceNamePrefix", "--pod-interface-name-prefix", KERNEL),
     field("clusterCIDR", "--cluster-cidr", ALL),
     field("nodePortAddresses", "--nodeport-addresses", ALL),
-    field("oomScoreAdj", "--oom-score-adj", ALL).note("not in a dry run"),
+    field("oomScoreAdj", "--oom-score-adj", ALL).with_note("not in a dry run"),
     field("conntrack.maxPerCore", "--conntrack-max-per-core", KERNEL),
     field("conntrack.min", "--conntrack-min", KERNEL),
     field("conntrack.tcpEstablishedTimeout", "--conntrack-tcp-timeout-established", ALL)
-        .note("userspace: the proxy's TCP idle timeout"),
+        .with_note("userspace: the proxy's TCP idle timeout"),
     field("conntrack.tcpCloseWaitTimeout", "--conntrack-tcp-timeout-close-wait", ALL)
-        .note("userspace: the proxy's half-closed TCP timeout"),
+        .with_note("userspace: the proxy's half-closed TCP timeout"),
     field("conntrack.tcpBeLiberal", "--conntrack-tcp-be-liberal", KERNEL)
-        .note("nftables, iptables: also stops the rules dropping packets conntrack finds invalid, as upstream"),
+        .with_note("nftables, iptables: also stops the rules dropping packets conntrack finds invalid, as upstream"),
     field("conntrack.udpTimeout", "--conntrack-udp-timeout", KERNEL),
     field("conntrack.udpStreamTimeout", "--conntrack-udp-timeout-stream", ALL)
-        .note("userspace: the proxy's UDP idle timeout"),
+        .with_note("userspace: the proxy's UDP idle timeout"),
     field(
         "configSyncPeriod",
         "--config-sync-period",
@@ -175,8 +178,8 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("portRange", "", Ignored("unused upstream too")),
     field("windowsRunAsService", "", WINDOWS),
     field("", "--service-cidrs", Modes(&[Nftables, Ipvs]))
-        .note("kproxy's own; the `ServiceCIDR` objects of the API server add to them"),
-    field("", "--iptables-backend", IPTABLES).note("kproxy's own"),
+        .with_note("kproxy's own; the `ServiceCIDR` objects of the API server add to them"),
+    field("", "--iptables-backend", IPTABLES).with_note("kproxy's own"),
 ];
 
 /// Every setting, in upstream's field order (see [`FIELDS`]).

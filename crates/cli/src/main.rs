@@ -18,6 +18,8 @@ mod render_cmd;
 mod run;
 mod setup;
 mod state_cmd;
+#[cfg(test)]
+mod support_check;
 mod table;
 mod trace_cmd;
 

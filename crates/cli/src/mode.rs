@@ -65,6 +65,12 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
 
 /// The planner's settings for the nftables mode.
 pub fn nftables_config(config: &Config) -> PlanConfig {
+    nftables_config_on(config, tcp_be_liberal())
+}
+
+/// [`nftables_config`] on a node whose `nf_conntrack_tcp_be_liberal` is
+/// `node_liberal`: invalid packets are dropped unless conntrack is liberal.
+pub(crate) fn nftables_config_on(config: &Config, node_liberal: bool) -> PlanConfig {
     let local_detector = match config.detect_local_mode {
         DetectLocalMode::ClusterCIDR if config.cluster_cidrs.is_empty() => LocalDetector::None,
         DetectLocalMode::ClusterCIDR => LocalDetector::Cidrs(config.cluster_cidrs.clone()),
@@ -76,7 +82,7 @@ pub fn nftables_config(config: &Config) -> PlanConfig {
         masquerade_all: config.masquerade_all,
         masquerade_bit: config.masquerade_bit,
         local_detector,
-        drop_invalid: !(config.conntrack.tcp_be_liberal || tcp_be_liberal()),
+        drop_invalid: !(config.conntrack.tcp_be_liberal || node_liberal),
     }
 }
 
@@ -108,6 +114,11 @@ fn tcp_be_liberal() -> bool {
 /// The IPVS mode's settings: `ipvs.*`, and the nftables planner's
 /// settings for the companion table.
 pub fn ipvs_config(config: &Config) -> anyhow::Result<IpvsConfig> {
+    ipvs_config_with(config, nftables_config(config))
+}
+
+/// [`ipvs_config`] with `companion` as the companion table's settings.
+pub(crate) fn ipvs_config_with(config: &Config, companion: PlanConfig) -> anyhow::Result<IpvsConfig> {
     let ipvs = &config.ipvs;
     let default_scheduler = match ipvs.scheduler.as_str() {
         "" => None,
@@ -128,7 +139,7 @@ pub fn ipvs_config(config: &Config) -> anyhow::Result<IpvsConfig> {
             node_port_addresses: None,
             masquerade_bit: config.masquerade_bit,
         },
-        companion: nftables_config(config),
+        companion,
         exclude_cidrs: ipvs.exclude_cidrs.clone(),
         strict_arp: ipvs.strict_arp,
         timeouts: Timeouts {
@@ -166,18 +177,20 @@ pub(crate) fn configured_backend(config: &Config) -> anyhow::Result<BackendChoic
 /// detector settings, `iptables.localhostNodePorts`, and the backend (see
 /// [`iptables_backend`]).
 pub fn iptables_config(config: &Config) -> anyhow::Result<IptablesConfig> {
-    let nft = nftables_config(config);
     let backend = configured_backend(config)?;
-    Ok(IptablesConfig {
-        plan: kproxy_iptables::PlanConfig {
-            masquerade_all: nft.masquerade_all,
-            masquerade_bit: nft.masquerade_bit,
-            local_detector: nft.local_detector,
-            drop_invalid: nft.drop_invalid,
-            localhost_node_ports: config.localhost_node_ports,
-        },
-        backend,
-    })
+    Ok(IptablesConfig { plan: iptables_plan_config(config, nftables_config(config)), backend })
+}
+
+/// The iptables planner's settings: `nft`'s (the nftables planner's for
+/// `config`) and `iptables.localhostNodePorts`.
+pub(crate) fn iptables_plan_config(config: &Config, nft: PlanConfig) -> kproxy_iptables::PlanConfig {
+    kproxy_iptables::PlanConfig {
+        masquerade_all: nft.masquerade_all,
+        masquerade_bit: nft.masquerade_bit,
+        local_detector: nft.local_detector,
+        drop_invalid: nft.drop_invalid,
+        localhost_node_ports: config.localhost_node_ports,
+    }
 }
 
 /// What `mode` does of kproxy's `kproxy.io/*` annotations (`None`, the dry

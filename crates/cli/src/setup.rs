@@ -11,9 +11,14 @@ use tracing::{error, warn};
 use crate::UsageError;
 use crate::args::Common;
 
+/// The mode an unset `mode` stands for: `run` picks nftables as root (a
+/// dry run otherwise, which programs nothing), and `state`, `render` and
+/// `trace` compute nftables' rules. Its section and flags are the ones read.
+const UNSET_MODE: ProxyMode = ProxyMode::Nftables;
+
 /// Reads the configuration file (if any), applies the flags, starts
 /// logging at the configured verbosity, and logs the warnings for settings
-/// kproxy does not implement.
+/// kproxy or the configured mode (else [`UNSET_MODE`]) does not act on.
 pub fn load_config(common: &Common) -> anyhow::Result<Config> {
     let text = match &common.config {
         Some(path) => {
@@ -21,10 +26,13 @@ pub fn load_config(common: &Common) -> anyhow::Result<Config> {
         }
         None => None,
     };
-    let loaded = kproxy_config::load(text.as_deref(), &common.flags).map_err(|e| match &common.config {
-        Some(path) => UsageError(format!("--config {}: {e}", path.display())),
-        None => UsageError(e.to_string()),
-    })?;
+    let loaded =
+        kproxy_config::load_with(text.as_deref(), &common.flags, Some(UNSET_MODE)).map_err(|e| {
+            match &common.config {
+                Some(path) => UsageError(format!("--config {}: {e}", path.display())),
+                None => UsageError(e.to_string()),
+            }
+        })?;
     crate::run::init_logging(&loaded.config.logging);
     for warning in &loaded.warnings {
         warn!(setting = %warning, "configuration setting has no effect");

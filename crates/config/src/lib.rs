@@ -12,7 +12,9 @@
 //! - `userspace` is an extra mode; `kernelspace` (Windows) is rejected.
 //! - Errors name the JSON path (`iptables.masqueradeBit`) or the flag, and
 //!   the first error found is reported.
-//! - A known setting kproxy does not act on yet is a [`Warning`], not silence.
+//! - A known setting kproxy does not act on, or that the running mode does
+//!   not use, is a [`Warning`] naming the mode, not silence (the table of
+//!   [`settings`], also printed in `docs/configuration.md`).
 
 mod addr;
 mod config;
@@ -35,13 +37,16 @@ pub use config::{
 pub use duration::{GoDuration, ParseDurationError};
 pub use error::ConfigError;
 pub use flags::Flags;
+pub use support::{MODES, Setting, Support, markdown as support_markdown, settings};
 
-/// A known setting that was given but has no effect in kproxy.
+/// A known setting that was given but has no effect in kproxy, or in the
+/// running mode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
     /// JSON path (`conntrack.maxPerCore`) or flag (`--conntrack-min`).
     pub name: String,
-    /// Why it has no effect, ending in "ignored".
+    /// Why it has no effect: "...; ignored", or "no effect in ipvs mode
+    /// (used by ...)".
     pub reason: String,
 }
 
@@ -56,13 +61,22 @@ impl fmt::Display for Warning {
 pub struct Loaded {
     /// The resolved configuration.
     pub config: Config,
-    /// Settings that were given but are not acted on; the caller logs them.
+    /// Settings that were given but are not acted on (in the configured
+    /// mode, or the default mode of [`load_with`]); the caller logs them.
     pub warnings: Vec<Warning>,
 }
 
 /// Reads the configuration: the file's text (YAML or JSON) if there is
-/// one, upstream's defaults, then the given flags on top, validated.
+/// one, upstream's defaults, then the given flags on top, validated. With
+/// no mode configured, only the settings no mode acts on are warned about.
 pub fn load(file: Option<&str>, flags: &Flags) -> Result<Loaded, ConfigError> {
+    load_with(file, flags, None)
+}
+
+/// [`load`], reading an unset `mode` as `default_mode` (the mode the binary
+/// runs then): that mode's section and flags apply and its warnings are
+/// given, while [`Config::mode`] stays `None`.
+pub fn load_with(file: Option<&str>, flags: &Flags, default_mode: Option<ProxyMode>) -> Result<Loaded, ConfigError> {
     let (mut wire, present) = match file {
         Some(text) => {
             let doc = document::parse(text)?;
@@ -71,12 +85,11 @@ pub fn load(file: Option<&str>, flags: &Flags) -> Result<Loaded, ConfigError> {
         None => (wire::KubeProxyConfiguration::default(), Vec::new()),
     };
     defaults::apply(&mut wire);
-    let overlay = overlay::apply(flags, &mut wire, file.is_some())?;
-    let config = resolve::resolve(&wire, &overlay)?;
-    // A mode-specific warning about a setting says more than the generic
-    // one: keep only the former.
-    let mut warnings = support::warnings(&present, &flags.given());
-    warnings.retain(|w| !overlay.warnings.iter().any(|o| o.name == w.name));
-    warnings.extend(overlay.warnings);
+    let overlay = overlay::apply(flags, &mut wire, file.is_some(), default_mode)?;
+    let mut config = resolve::resolve(&wire, &overlay)?;
+    let warnings = support::warnings(&present, &flags.given(), config.mode);
+    if overlay.default_mode {
+        config.mode = None;
+    }
     Ok(Loaded { config, warnings })
 }

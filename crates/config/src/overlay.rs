@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::defaults::{HEALTHZ_PORT, METRICS_PORT};
 use crate::duration::{self, DURATION_ALLOWED};
 use crate::wire::KubeProxyConfiguration;
-use crate::{ConfigError, Flags, GoDuration, Warning, addr};
+use crate::{ConfigError, Flags, GoDuration, ProxyMode, addr};
 
 /// Which JSON paths a flag set.
 #[derive(Debug, Default)]
@@ -42,17 +42,13 @@ pub(crate) struct Overlay {
     pub service_cidrs: Vec<String>,
     /// `--iptables-backend`, unparsed.
     pub iptables_backend: Option<String>,
-    /// Flags that have no effect in the chosen mode.
-    pub warnings: Vec<Warning>,
+    /// `mode` was unset and reads as the caller's default mode.
+    pub default_mode: bool,
 }
 
 impl Overlay {
     fn set(&mut self, path: &'static str, flag: &'static str) {
         self.origins.0.insert(path, flag);
-    }
-
-    fn unused(&mut self, flag: &str, reason: &str) {
-        self.warnings.push(Warning { name: flag.to_owned(), reason: format!("{reason}; ignored") });
     }
 }
 
@@ -99,12 +95,22 @@ fn parse_gates(v: &str) -> Result<BTreeMap<String, bool>, ConfigError> {
 }
 
 /// Applies `flags` to the defaulted `c`. `has_file` tells whether `c` came
-/// from a file.
-pub(crate) fn apply(flags: &Flags, c: &mut KubeProxyConfiguration, has_file: bool) -> Result<Overlay, ConfigError> {
+/// from a file; an unset mode becomes `default_mode`, whose section the
+/// flags then write.
+pub(crate) fn apply(
+    flags: &Flags,
+    c: &mut KubeProxyConfiguration,
+    has_file: bool,
+    default_mode: Option<ProxyMode>,
+) -> Result<Overlay, ConfigError> {
     let mut o = Overlay::default();
     if let Some(mode) = &flags.proxy_mode {
         c.mode.clone_from(mode);
         o.set("mode", "--proxy-mode");
+    }
+    if let Some(mode) = default_mode.filter(|_| c.mode.is_empty()) {
+        mode.as_str().clone_into(&mut c.mode);
+        o.default_mode = true;
     }
     let (ipvs, nftables) = (c.mode == "ipvs", c.mode == "nftables");
     if !has_file && ipvs {
@@ -129,9 +135,6 @@ pub(crate) fn apply(flags: &Flags, c: &mut KubeProxyConfiguration, has_file: boo
     if let Some(v) = &flags.iptables_masquerade_bit {
         c.iptables.masquerade_bit = Some(parse_int("--iptables-masquerade-bit", v, "0-31")?);
         o.set("iptables.masqueradeBit", "--iptables-masquerade-bit");
-        if nftables {
-            o.unused("--iptables-masquerade-bit", "nftables mode uses nftables.masqueradeBit from the config file");
-        }
     }
     if let Some(v) = flags.iptables_localhost_nodeports {
         c.iptables.localhost_node_ports = Some(v);
@@ -232,7 +235,7 @@ fn apply_sync(
         let Some(v) = value else { continue };
         let d = parse_duration(flag, v)?;
         if for_ipvs != ipvs {
-            o.unused(flag, if for_ipvs { "only used in ipvs mode" } else { "not used in ipvs mode" });
+            // Checked, and warned about as having no effect in this mode.
             continue;
         }
         let (target, path) = match (ipvs, nftables, is_sync) {

@@ -1,19 +1,30 @@
-//! Which upstream settings kproxy honours, in one table.
+//! Which upstream settings kproxy honours, in which mode, in one table.
 //!
 //! [`FIELDS`] lists every field of `KubeProxyConfiguration` v1alpha1 (in
-//! upstream's order) and every flag of [`crate::Flags`], each with its
-//! support status. The table doubles as the schema the file is checked
-//! against for unknown keys, so the allowed names in an error come from
-//! here. Implementing a setting means flipping its entry to `Implemented`.
+//! upstream's order) and every flag of [`crate::Flags`], each with the
+//! modes that act on it. The one table drives three things: the startup
+//! warnings ([`warnings`]: a setting the running mode does not use says so,
+//! naming the mode), the support table in `docs/configuration.md`
+//! ([`markdown`], checked against the file by a test), and the schema the
+//! file is checked against for unknown keys ([`children`]). kproxy-cli's
+//! `support_check` tests hold each claim against what the mode's planner
+//! produces.
 
-use crate::Warning;
+mod markdown;
+#[cfg(test)]
+mod tests;
+
+pub use markdown::markdown;
+
+use crate::{ProxyMode, Warning};
 
 /// How far kproxy honours a setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Support {
-    /// Parsed, validated and acted on.
-    Implemented,
-    /// Parsed and validated, but nothing acts on it yet.
+pub enum Support {
+    /// Parsed, validated and acted on in these modes; given in another
+    /// mode, it is warned about as having no effect there.
+    Modes(&'static [ProxyMode]),
+    /// Parsed and validated, but no mode acts on it yet.
     NotYet,
     /// Accepted and never acted on, for the given reason.
     Ignored(&'static str),
@@ -21,97 +32,160 @@ pub(crate) enum Support {
 
 /// One setting: its JSON path in the file and/or its flag.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Field {
+pub struct Setting {
     /// Dotted JSON path; `[]` marks the elements of a list of objects.
     pub path: Option<&'static str>,
     /// The flag that sets it, `--name`.
     pub flag: Option<&'static str>,
     pub support: Support,
+    /// What the setting does where it is not what upstream does, or what
+    /// a mode makes of it (shown in the docs' table).
+    pub note: &'static str,
 }
 
-use Support::{Ignored, Implemented, NotYet};
+impl Setting {
+    /// The path, else the flag: how the setting is named in the table.
+    pub fn name(&self) -> &'static str {
+        self.path.or(self.flag).expect("every setting has a path or a flag")
+    }
 
-const fn field(path: &'static str, flag: &'static str, support: Support) -> Field {
-    Field {
-        path: if path.is_empty() { None } else { Some(path) },
-        flag: if flag.is_empty() { None } else { Some(flag) },
-        support,
+    /// Whether `mode` acts on the setting.
+    pub fn applies_in(&self, mode: ProxyMode) -> bool {
+        matches!(self.support, Support::Modes(modes) if modes.contains(&mode))
+    }
+
+    const fn with_note(self, note: &'static str) -> Self {
+        Setting { note, ..self }
     }
 }
 
+use ProxyMode::{Iptables, Ipvs, Nftables, Userspace};
+use Support::{Ignored, Modes, NotYet};
+
+/// The modes in the order the docs' table shows them.
+pub const MODES: [ProxyMode; 4] = [Nftables, Iptables, Ipvs, Userspace];
+
+const ALL: Support = Modes(&MODES);
+const KERNEL: Support = Modes(&[Nftables, Iptables, Ipvs]);
+const NFTABLES: Support = Modes(&[Nftables]);
+const IPTABLES: Support = Modes(&[Iptables]);
+const IPVS: Support = Modes(&[Ipvs]);
+/// The modes that read the `iptables` section (upstream: every mode but
+/// ipvs and nftables).
+const IPTABLES_SECTION: Support = Modes(&[Iptables, Userspace]);
+/// The iptables masquerade bit and `masqueradeAll`: the iptables mode and
+/// IPVS's companion table.
+const IPTABLES_MASQUERADE: Support = Modes(&[Iptables, Ipvs]);
 const WINDOWS: Support = Ignored("Windows only");
 /// kube-rs reads and writes JSON; protobuf is not available to it.
 const JSON_ONLY: Support = Ignored("kproxy talks JSON to the API server");
 
-/// Every setting, in upstream's field order.
-pub(crate) const FIELDS: &[Field] = &[
-    field("apiVersion", "", Implemented),
-    field("kind", "", Implemented),
+const fn field(path: &'static str, flag: &'static str, support: Support) -> Setting {
+    Setting {
+        path: if path.is_empty() { None } else { Some(path) },
+        flag: if flag.is_empty() { None } else { Some(flag) },
+        support,
+        note: "",
+    }
+}
+
+/// Every setting, in upstream's field order. A flag that does not write
+/// one field in every mode (`--masquerade-all`, the sync-period flags) has
+/// a row of its own.
+pub(crate) const FIELDS: &[Setting] = &[
+    field("apiVersion", "", ALL),
+    field("kind", "", ALL),
     field("featureGates", "--feature-gates", Ignored("kproxy has no feature gates")),
-    field("clientConnection.kubeconfig", "--kubeconfig", Implemented),
+    field("clientConnection.kubeconfig", "--kubeconfig", ALL),
     field("clientConnection.acceptContentTypes", "", JSON_ONLY),
     field("clientConnection.contentType", "--kube-api-content-type", JSON_ONLY),
-    field("clientConnection.qps", "--kube-api-qps", Implemented),
-    field("clientConnection.burst", "--kube-api-burst", Implemented),
-    field("", "--master", Implemented),
-    field("logging.format", "", Implemented),
-    field("logging.flushFrequency", "", NotYet),
-    field("logging.verbosity", "--v", Implemented),
-    field("logging.vmodule[].filePattern", "", NotYet),
-    field("logging.vmodule[].verbosity", "", NotYet),
-    field("logging.options.text.splitStream", "", NotYet),
-    field("logging.options.text.infoBufferSize", "", NotYet),
-    field("logging.options.json.splitStream", "", NotYet),
-    field("logging.options.json.infoBufferSize", "", NotYet),
-    field("hostnameOverride", "--hostname-override", Implemented),
-    field("bindAddress", "--bind-address", Implemented),
-    field("healthzBindAddress", "--healthz-bind-address", Implemented),
-    field("metricsBindAddress", "--metrics-bind-address", Implemented),
-    field("bindAddressHardFail", "--bind-address-hard-fail", Implemented),
-    field("enableProfiling", "--profiling", NotYet),
-    field("showHiddenMetricsForVersion", "--show-hidden-metrics-for-version", NotYet),
-    field("mode", "--proxy-mode", Implemented),
-    field("iptables.masqueradeBit", "--iptables-masquerade-bit", NotYet),
-    field("iptables.masqueradeAll", "--masquerade-all", Implemented),
-    field("iptables.localhostNodePorts", "--iptables-localhost-nodeports", NotYet),
-    field("iptables.syncPeriod", "--iptables-sync-period", Implemented),
-    field("iptables.minSyncPeriod", "--iptables-min-sync-period", Implemented),
-    field("ipvs.syncPeriod", "--ipvs-sync-period", Implemented),
-    field("ipvs.minSyncPeriod", "--ipvs-min-sync-period", Implemented),
-    field("ipvs.scheduler", "--ipvs-scheduler", NotYet),
-    field("ipvs.excludeCIDRs", "--ipvs-exclude-cidrs", NotYet),
-    field("ipvs.strictARP", "--ipvs-strict-arp", NotYet),
-    field("ipvs.tcpTimeout", "--ipvs-tcp-timeout", NotYet),
-    field("ipvs.tcpFinTimeout", "--ipvs-tcpfin-timeout", NotYet),
-    field("ipvs.udpTimeout", "--ipvs-udp-timeout", NotYet),
-    field("nftables.masqueradeBit", "", Implemented),
-    field("nftables.masqueradeAll", "", Implemented),
-    field("nftables.syncPeriod", "", Implemented),
-    field("nftables.minSyncPeriod", "", Implemented),
+    field("clientConnection.qps", "--kube-api-qps", ALL),
+    field("clientConnection.burst", "--kube-api-burst", ALL),
+    field("", "--master", ALL),
+    field("logging.format", "", ALL),
+    field("logging.flushFrequency", "", Ignored("kproxy writes each log line at once; nothing waits to be flushed")),
+    field("logging.verbosity", "--v", ALL),
+    field("logging.vmodule[].filePattern", "", NotYet).with_note("`RUST_LOG` sets levels per module"),
+    field("logging.vmodule[].verbosity", "", NotYet).with_note("`RUST_LOG` sets levels per module"),
+    field("logging.options.text.splitStream", "", NotYet).with_note("every line goes to stderr"),
+    field("logging.options.text.infoBufferSize", "", Ignored("kproxy does not buffer log lines")),
+    field("logging.options.json.splitStream", "", NotYet).with_note("every line goes to stderr"),
+    field("logging.options.json.infoBufferSize", "", Ignored("kproxy does not buffer log lines")),
+    field("hostnameOverride", "--hostname-override", ALL),
+    field("bindAddress", "--bind-address", ALL)
+        .with_note("the node's primary IP (`nodePortAddresses: [primary]`); nothing binds to it"),
+    field("healthzBindAddress", "--healthz-bind-address", ALL),
+    field("metricsBindAddress", "--metrics-bind-address", ALL),
+    field("bindAddressHardFail", "--bind-address-hard-fail", ALL),
+    field("enableProfiling", "--profiling", NotYet).with_note("kproxy serves no `/debug/pprof`"),
+    field("showHiddenMetricsForVersion", "--show-hidden-metrics-for-version", Ignored("kproxy hides no metrics")),
+    field("mode", "--proxy-mode", ALL)
+        .with_note("unset: nftables as root, else a dry run; the nftables settings apply"),
+    field("iptables.masqueradeBit", "--iptables-masquerade-bit", IPTABLES_MASQUERADE)
+        .with_note("nftables mode reads `nftables.masqueradeBit`"),
+    field("iptables.masqueradeAll", "", IPTABLES_MASQUERADE).with_note("nftables mode reads `nftables.masqueradeAll`"),
+    field("", "--masquerade-all", KERNEL).with_note("writes `nftables.masqueradeAll` in nftables mode"),
+    field("iptables.localhostNodePorts", "--iptables-localhost-nodeports", IPTABLES),
+    field("iptables.syncPeriod", "", IPTABLES_SECTION),
+    field("iptables.minSyncPeriod", "", IPTABLES_SECTION),
+    field("", "--iptables-sync-period", Modes(&[Nftables, Iptables, Userspace]))
+        .with_note("writes `nftables.syncPeriod` in nftables mode"),
+    field("", "--iptables-min-sync-period", Modes(&[Nftables, Iptables, Userspace]))
+        .with_note("writes `nftables.minSyncPeriod` in nftables mode"),
+    field("ipvs.syncPeriod", "--ipvs-sync-period", IPVS),
+    field("ipvs.minSyncPeriod", "--ipvs-min-sync-period", IPVS),
+    field("ipvs.scheduler", "--ipvs-scheduler", Modes(&[Ipvs, Userspace]))
+        .with_note("userspace: the scheduler of Services without `kproxy.io/scheduler`"),
+    field("ipvs.excludeCIDRs", "--ipvs-exclude-cidrs", ALL).with_note(
+        "other modes: IPVS servers there survive the removal of IPVS leftovers at start and `kproxy cleanup`",
+    ),
+    field("ipvs.strictARP", "--ipvs-strict-arp", IPVS),
+    field("ipvs.tcpTimeout", "--ipvs-tcp-timeout", IPVS),
+    field("ipvs.tcpFinTimeout", "--ipvs-tcpfin-timeout", IPVS),
+    field("ipvs.udpTimeout", "--ipvs-udp-timeout", IPVS),
+    field("nftables.masqueradeBit", "", NFTABLES),
+    field("nftables.masqueradeAll", "", NFTABLES),
+    field("nftables.syncPeriod", "", NFTABLES),
+    field("nftables.minSyncPeriod", "", NFTABLES),
     field("winkernel.networkName", "", WINDOWS),
     field("winkernel.sourceVip", "", WINDOWS),
     field("winkernel.enableDSR", "", WINDOWS),
     field("winkernel.rootHnsEndpointName", "", WINDOWS),
     field("winkernel.forwardHealthCheckVip", "", WINDOWS),
-    field("detectLocalMode", "--detect-local-mode", Implemented),
-    field("detectLocal.bridgeInterface", "--pod-bridge-interface", Implemented),
-    field("detectLocal.interfaceNamePrefix", "--pod-interface-name-prefix", Implemented),
-    field("clusterCIDR", "--cluster-cidr", Implemented),
-    field("nodePortAddresses", "--nodeport-addresses", Implemented),
-    field("oomScoreAdj", "--oom-score-adj", Implemented),
-    field("conntrack.maxPerCore", "--conntrack-max-per-core", Implemented),
-    field("conntrack.min", "--conntrack-min", Implemented),
-    field("conntrack.tcpEstablishedTimeout", "--conntrack-tcp-timeout-established", Implemented),
-    field("conntrack.tcpCloseWaitTimeout", "--conntrack-tcp-timeout-close-wait", Implemented),
-    field("conntrack.tcpBeLiberal", "--conntrack-tcp-be-liberal", Implemented),
-    field("conntrack.udpTimeout", "--conntrack-udp-timeout", Implemented),
-    field("conntrack.udpStreamTimeout", "--conntrack-udp-timeout-stream", Implemented),
-    field("configSyncPeriod", "--config-sync-period", NotYet),
+    field("detectLocalMode", "--detect-local-mode", KERNEL)
+        .with_note("userspace mode tells pods by `clusterCIDR` alone"),
+    field("detectLocal.bridgeInterface", "--pod-bridge-interface", KERNEL),
+    field("detectLocal.interfaceNamePrefix", "--pod-interface-name-prefix", KERNEL),
+    field("clusterCIDR", "--cluster-cidr", ALL),
+    field("nodePortAddresses", "--nodeport-addresses", ALL),
+    field("oomScoreAdj", "--oom-score-adj", ALL).with_note("not in a dry run"),
+    field("conntrack.maxPerCore", "--conntrack-max-per-core", KERNEL),
+    field("conntrack.min", "--conntrack-min", KERNEL),
+    field("conntrack.tcpEstablishedTimeout", "--conntrack-tcp-timeout-established", ALL)
+        .with_note("userspace: the proxy's TCP idle timeout"),
+    field("conntrack.tcpCloseWaitTimeout", "--conntrack-tcp-timeout-close-wait", ALL)
+        .with_note("userspace: the proxy's half-closed TCP timeout"),
+    field("conntrack.tcpBeLiberal", "--conntrack-tcp-be-liberal", KERNEL)
+        .with_note("nftables, iptables: also stops the rules dropping packets conntrack finds invalid, as upstream"),
+    field("conntrack.udpTimeout", "--conntrack-udp-timeout", KERNEL),
+    field("conntrack.udpStreamTimeout", "--conntrack-udp-timeout-stream", ALL)
+        .with_note("userspace: the proxy's UDP idle timeout"),
+    field(
+        "configSyncPeriod",
+        "--config-sync-period",
+        Ignored("kproxy's API watches stream every change and never resync"),
+    ),
     field("portRange", "", Ignored("unused upstream too")),
     field("windowsRunAsService", "", WINDOWS),
-    field("", "--service-cidrs", Implemented),
-    field("", "--iptables-backend", Implemented),
+    field("", "--service-cidrs", Modes(&[Nftables, Ipvs]))
+        .with_note("kproxy's own; the `ServiceCIDR` objects of the API server add to them"),
+    field("", "--iptables-backend", IPTABLES).with_note("kproxy's own"),
 ];
+
+/// Every setting, in upstream's field order (see [`FIELDS`]).
+pub fn settings() -> &'static [Setting] {
+    FIELDS
+}
 
 /// How a key at some place in the file is shaped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,68 +225,44 @@ pub(crate) fn children(schema: &str) -> Vec<(&'static str, Shape)> {
     out
 }
 
-fn warning(name: &str, support: Support) -> Option<Warning> {
+/// "the ipvs and userspace modes", for a warning.
+fn the_modes(modes: &[ProxyMode]) -> String {
+    let names: Vec<&str> = modes.iter().map(|m| m.as_str()).collect();
+    match names.as_slice() {
+        [one] => format!("the {one} mode"),
+        [init @ .., last] => format!("the {} and {last} modes", init.join(", ")),
+        [] => "no mode".to_owned(),
+    }
+}
+
+/// The warning for `name` in `mode` (`None`: not known yet, so only what
+/// no mode acts on is warned about).
+fn warning(name: &str, support: Support, mode: Option<ProxyMode>) -> Option<Warning> {
     let reason = match support {
-        Implemented => return None,
+        Modes(modes) => match mode {
+            Some(mode) if !modes.contains(&mode) => {
+                format!("no effect in {mode} mode (used by {})", the_modes(modes))
+            }
+            _ => return None,
+        },
         NotYet => "not implemented yet; ignored".to_owned(),
         Ignored(why) => format!("{why}; ignored"),
     };
     Some(Warning { name: name.to_owned(), reason })
 }
 
-/// Warnings for the not-implemented settings among `present_paths` (schema
-/// paths set in the file) and `given_flags`, in table order.
-pub(crate) fn warnings(present_paths: &[String], given_flags: &[&str]) -> Vec<Warning> {
+/// Warnings for the settings among `present_paths` (schema paths set in
+/// the file) and `given_flags` that have no effect in `mode`, in table
+/// order.
+pub(crate) fn warnings(present_paths: &[String], given_flags: &[&str], mode: Option<ProxyMode>) -> Vec<Warning> {
     let mut out = Vec::new();
     for f in FIELDS {
         if let Some(path) = f.path.filter(|p| present_paths.iter().any(|q| q == p)) {
-            out.extend(warning(path, f.support));
+            out.extend(warning(path, f.support, mode));
         }
         if let Some(flag) = f.flag.filter(|fl| given_flags.contains(fl)) {
-            out.extend(warning(flag, f.support));
+            out.extend(warning(flag, f.support, mode));
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn children_follow_table_order_and_shapes() {
-        let iptables: Vec<_> = children("iptables").into_iter().map(|(k, _)| k).collect();
-        assert_eq!(iptables, ["masqueradeBit", "masqueradeAll", "localhostNodePorts", "syncPeriod", "minSyncPeriod"]);
-        let logging = children("logging");
-        assert!(logging.contains(&("vmodule", Shape::ObjectList)));
-        assert!(logging.contains(&("options", Shape::Object)));
-        assert!(logging.contains(&("format", Shape::Leaf)));
-        let vmodule: Vec<_> = children("logging.vmodule[]").into_iter().map(|(k, _)| k).collect();
-        assert_eq!(vmodule, ["filePattern", "verbosity"]);
-        assert_eq!(children("mode"), []);
-    }
-
-    #[test]
-    fn implemented_settings_do_not_warn() {
-        let present = ["mode".to_owned(), "configSyncPeriod".to_owned(), "winkernel.sourceVip".to_owned()];
-        let texts: Vec<String> =
-            warnings(&present, &["--proxy-mode", "--feature-gates"]).iter().map(ToString::to_string).collect();
-        assert_eq!(
-            texts,
-            [
-                "--feature-gates: kproxy has no feature gates; ignored",
-                "winkernel.sourceVip: Windows only; ignored",
-                "configSyncPeriod: not implemented yet; ignored",
-            ]
-        );
-    }
-
-    #[test]
-    fn every_path_and_flag_is_listed_once() {
-        let mut names: Vec<&str> = FIELDS.iter().flat_map(|f| f.path.into_iter().chain(f.flag)).collect();
-        let total = names.len();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), total);
-    }
 }

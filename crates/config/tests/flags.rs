@@ -243,7 +243,7 @@ fn feature_gate_flag_merges_over_the_file() {
 }
 
 #[test]
-fn not_implemented_flags_and_fields_warn_and_implemented_ones_do_not() {
+fn settings_no_mode_or_not_the_running_mode_acts_on_warn_and_the_others_do_not() {
     let file = "featureGates: {Foo: true}\nwinkernel: {networkName: vxlan0}\nportRange: 30000-32767\n\
                 conntrack: {maxPerCore: 5, tcpBeLiberal: false}\nmode: ipvs\nipvs: {scheduler: lc}\n\
                 logging: {verbosity: 2, vmodule: [{filePattern: x, verbosity: 4}]}\nclusterCIDR: 10.0.0.0/8\n";
@@ -254,21 +254,54 @@ fn not_implemented_flags_and_fields_warn_and_implemented_ones_do_not() {
             "logging.vmodule[].filePattern: not implemented yet; ignored",
             "logging.vmodule[].verbosity: not implemented yet; ignored",
             "--profiling: not implemented yet; ignored",
-            "ipvs.scheduler: not implemented yet; ignored",
+            "--iptables-sync-period: no effect in ipvs mode (used by the nftables, iptables and userspace modes)",
             "winkernel.networkName: Windows only; ignored",
             "portRange: unused upstream too; ignored",
-            "--iptables-sync-period: not used in ipvs mode; ignored",
         ]
     );
     assert_eq!(
         warnings(None, &["--ipvs-sync-period=5s", "--proxy-mode=nftables", "--iptables-masquerade-bit=3"]),
         [
-            "--ipvs-sync-period: only used in ipvs mode; ignored",
-            "--iptables-masquerade-bit: nftables mode uses nftables.masqueradeBit from the config file; ignored",
+            "--iptables-masquerade-bit: no effect in nftables mode (used by the iptables and ipvs modes)",
+            "--ipvs-sync-period: no effect in nftables mode (used by the ipvs mode)",
         ]
     );
+    // The flags the issue named: applied by the mode, so never warned about.
+    let applied = [
+        "--iptables-masquerade-bit=13",
+        "--iptables-localhost-nodeports=false",
+        "--proxy-mode=iptables",
+        "--iptables-backend=nft",
+        "-v=2",
+    ];
+    assert_eq!(warnings(None, &applied), Vec::<String>::new());
+    let ipvs = ["--proxy-mode=ipvs", "--ipvs-scheduler=lc", "--ipvs-exclude-cidrs=10.0.0.0/8", "--ipvs-strict-arp"];
     assert_eq!(
-        warnings(None, &["--proxy-mode=iptables", "--service-cidrs=10.96.0.0/12", "-v=2"]),
+        warnings(None, &[&ipvs[..], &["--ipvs-tcp-timeout=5s", "--iptables-masquerade-bit=13"]].concat()),
         Vec::<String>::new()
     );
+}
+
+#[test]
+fn an_unset_mode_reads_as_the_default_mode_and_stays_unset() {
+    let file = format!("{HEADER}nftables: {{masqueradeBit: 5}}\nipvs: {{scheduler: lc}}\n");
+    let flags = flags(&["--iptables-sync-period=7s"]);
+    let loaded = kproxy_config::load_with(Some(&file), &flags, Some(ProxyMode::Nftables)).expect("valid");
+    assert_eq!(loaded.config.mode, None);
+    assert_eq!(loaded.config.masquerade_bit, 5, "the nftables section applies");
+    assert_eq!(loaded.config.sync_period, secs(7), "--iptables-sync-period writes nftables.syncPeriod");
+    let texts: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(texts, ["ipvs.scheduler: no effect in nftables mode (used by the ipvs and userspace modes)"]);
+
+    // Without a default, the iptables section applies and no mode is known.
+    let loaded = load(Some(&file), &flags).expect("valid");
+    assert_eq!((loaded.config.mode, loaded.config.masquerade_bit), (None, 14));
+    assert_eq!(loaded.warnings, []);
+
+    // A configured mode wins over the default.
+    let flags = self::flags(&["--proxy-mode=ipvs"]);
+    let loaded = kproxy_config::load_with(Some(&file), &flags, Some(ProxyMode::Nftables)).expect("valid");
+    assert_eq!((loaded.config.mode, loaded.config.masquerade_bit), (Some(ProxyMode::Ipvs), 14));
+    let texts: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(texts, ["nftables.masqueradeBit: no effect in ipvs mode (used by the nftables mode)"]);
 }

@@ -46,15 +46,21 @@ pub enum Command {
     /// What a running kproxy serves, as `ipvsadm -Ln` shows it: each
     /// frontend with its scheduler, then its endpoints with weight and
     /// connection counts (counted by the userspace mode; `-` where the
-    /// kernel modes cannot tell). Reads `/list` of its metrics address.
+    /// kernel modes cannot tell). Reads `/list` of its metrics address;
+    /// with --manifests or --kubeconfig, lists the state planned from them.
     List(ListArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The running kproxy's metrics address (`metricsBindAddress`).
-    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:10249")]
-    pub address: std::net::SocketAddr,
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Without --manifests or --kubeconfig, ask the kproxy running here:
+    /// its metrics address (default: `metricsBindAddress` of --config or
+    /// --metrics-bind-address, else 127.0.0.1:10249).
+    #[arg(long, value_name = "IP:PORT")]
+    pub address: Option<std::net::SocketAddr>,
 }
 
 /// Where objects come from and how kproxy is configured; shared by `run`

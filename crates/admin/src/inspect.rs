@@ -91,3 +91,58 @@ async fn answer(
     };
     (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Answers a trace with the query it got; refuses to render.
+    struct Echo;
+
+    impl Inspect for Echo {
+        fn trace(&self, query: &TraceQuery) -> Result<String, InspectError> {
+            if query.to.is_empty() {
+                return Err(InspectError::BadQuery("--to: empty".into()));
+            }
+            Ok(format!("{query:?}"))
+        }
+
+        fn render(&self) -> Result<String, InspectError> {
+            Err(InspectError::Unsupported("no kernel rules".into()))
+        }
+
+        fn state_table(&self) -> Result<String, InspectError> {
+            Ok("table\n".into())
+        }
+    }
+
+    async fn get(path: &str) -> (StatusCode, String) {
+        let router = inspect_router(Arc::new(Echo));
+        let response = router.oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn trace_takes_its_connection_from_the_percent_encoded_query() {
+        let (status, body) = get("/trace?from=fd00%3A%3A1&to=%5Bfd00%3A%3A2%5D%3A80%2Fudp&iif=eth0").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let expected =
+            TraceQuery { from: "fd00::1".parse().unwrap(), to: "[fd00::2]:80/udp".into(), iif: Some("eth0".into()) };
+        assert_eq!(body, format!("{expected:?}"));
+    }
+
+    #[tokio::test]
+    async fn a_bad_query_is_400_and_what_the_mode_cannot_show_is_501_with_the_reason() {
+        assert_eq!(get("/trace?from=10.0.0.1&to=").await, (StatusCode::BAD_REQUEST, "--to: empty".into()));
+        assert_eq!(get("/trace?to=10.0.0.1:80").await.0, StatusCode::BAD_REQUEST, "from is required");
+        assert_eq!(get("/render").await, (StatusCode::NOT_IMPLEMENTED, "no kernel rules".into()));
+        assert_eq!(get("/state/table").await, (StatusCode::OK, "table\n".into()));
+    }
+}

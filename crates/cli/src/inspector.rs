@@ -72,3 +72,58 @@ impl Inspect for Inspector {
         Ok(crate::table::render(&state, &BTreeMap::new()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kproxy_state::{Object, SourceEvent, StateBuilder, StateConfig, convert};
+    use kproxy_testkit::{EndpointBuilder as Ep, service, slice};
+
+    use super::*;
+
+    /// default/web on 10.96.0.10:80 with one endpoint, as a sync applied it.
+    fn applied() -> Arc<ProxyState> {
+        let mut builder = StateBuilder::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
+        let svc = service("default", "web").cluster_ip("10.96.0.10").port("http", "TCP", 80).build();
+        builder.apply(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap())));
+        let sl = slice("default", "web-1", "web").port("http", "TCP", 8080).endpoint(Ep::new("10.244.1.5")).build();
+        builder.apply(SourceEvent::Apply(convert::endpoint_slice(&sl).unwrap()));
+        builder.apply(SourceEvent::Synced);
+        builder.take_changes();
+        Arc::new(builder.state().clone())
+    }
+
+    fn query(to: &str) -> TraceQuery {
+        TraceQuery { from: "10.244.2.9".parse().unwrap(), to: to.into(), iif: Some("cni0".into()) }
+    }
+
+    fn refusal(result: Result<String, InspectError>) -> String {
+        match result {
+            Err(InspectError::Unsupported(reason)) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn traces_walk_the_applied_state_in_the_running_mode() {
+        let (tx, rx) = watch::channel(None);
+        let inspector = Inspector::new(&Config::default(), Some(ProxyMode::Iptables), rx);
+        assert_eq!(refusal(inspector.trace(&query("10.96.0.10:80"))), "no sync has applied yet; ask again");
+        tx.send_replace(Some(applied()));
+        let text = inspector.trace(&query("10.96.0.10:80")).unwrap();
+        assert!(text.contains("verdict   DNAT to 10.244.1.5:8080\n"), "{text}");
+        assert!(text.contains("  nat: -A KUBE-SERVICES "), "the iptables payload's rules: {text}");
+        assert!(inspector.render().unwrap().starts_with("# IPv4: iptables-restore --noflush\n"));
+        assert!(matches!(inspector.trace(&query("10.96.0.10")), Err(InspectError::BadQuery(_))));
+    }
+
+    #[test]
+    fn a_userspace_or_dry_run_kproxy_refuses_to_trace_and_render_but_shows_its_state() {
+        let (_tx, rx) = watch::channel(Some(applied()));
+        let userspace = Inspector::new(&Config::default(), Some(ProxyMode::Userspace), rx.clone());
+        assert!(refusal(userspace.trace(&query("10.96.0.10:80"))).contains("programs no kernel rules"));
+        assert!(refusal(userspace.render()).contains("programs no kernel rules"));
+        let dry_run = Inspector::new(&Config::default(), None, rx);
+        assert!(refusal(dry_run.trace(&query("10.96.0.10:80"))).contains("programs nothing (a dry run)"));
+        assert!(dry_run.state_table().unwrap().contains("default/web"));
+    }
+}

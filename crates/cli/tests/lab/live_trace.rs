@@ -47,7 +47,8 @@ pub fn rules_of(text: &str) -> &'static str {
 /// The fates a `kproxy trace` explanation states, sorted as
 /// `Trace::fates` sorts them.
 pub fn fates(text: &str) -> Vec<Fate> {
-    let verdict = text.lines().find_map(|l| l.strip_prefix("verdict   ")).unwrap_or_else(|| panic!("no verdict:\n{text}"));
+    let verdict =
+        text.lines().find_map(|l| l.strip_prefix("verdict   ")).unwrap_or_else(|| panic!("no verdict:\n{text}"));
     let mut fates = if verdict.starts_with("REJECT") {
         vec![Fate::Reject]
     } else if verdict.starts_with("DROP") {
@@ -76,14 +77,8 @@ pub fn fates(text: &str) -> Vec<Fate> {
 /// load-balancer IP and node port under `externalTrafficPolicy: Local`
 /// with and without a local endpoint, and a service without endpoints.
 pub fn live_trace_matches_real_packets(mode: Mode) {
-    let mut lab = Lab::new(&[
-        (1, "web-a1"),
-        (2, "web-b1"),
-        (1, "shop-a1"),
-        (2, "shop-b1"),
-        (2, "lonely-b1"),
-        (1, "client-a1"),
-    ]);
+    let mut lab =
+        Lab::new(&[(1, "web-a1"), (2, "web-b1"), (1, "shop-a1"), (2, "shop-b1"), (2, "lonely-b1"), (1, "client-a1")]);
     lab.write("web.yaml", &service("web", NODE_PORT_WEB));
     lab.write("shop.yaml", &local_shop());
     lab.write(

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every object the API source gives `node` on its first complete list,
-/// in arrival order (without the final `Synced`).
+/// in arrival order, ending with `Synced`.
 pub async fn list(config: &Config, node: &str) -> anyhow::Result<Vec<SourceEvent>> {
     let errors = Arc::new(LastError::default());
     let sink: Arc<dyn HealthSink> = errors.clone();
@@ -27,9 +27,10 @@ pub async fn list(config: &Config, node: &str) -> anyhow::Result<Vec<SourceEvent
     let mut events = Vec::new();
     let listed = tokio::time::timeout(LIST_TIMEOUT, async {
         while let Some(event) = rx.recv().await {
-            match event {
-                SourceEvent::Synced => return true,
-                event => events.push(event),
+            let synced = matches!(event, SourceEvent::Synced);
+            events.push(event);
+            if synced {
+                return true;
             }
         }
         false

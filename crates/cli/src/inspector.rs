@@ -30,7 +30,7 @@ impl Inspector {
         applied: watch::Receiver<Option<Arc<ProxyState>>>,
     ) -> Self {
         let rules = match programmed {
-            Some(mode) => Rules::of(mode, config).map_err(|e| format!("{mode} mode: {e:#}")),
+            Some(mode) => Rules::of(mode, config).map_err(|e| format!("{e:#}")),
             None => Err(format!(
                 "this kproxy programs nothing (a dry run): there are no applied rules; {}",
                 "plan them with --manifests or --kubeconfig and --proxy-mode"

@@ -64,7 +64,11 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
 /// `GET path` from the kproxy at `addr`: the body of a 200 answer; any
 /// other status is an error carrying the body (kproxy's reason).
 pub fn get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let unreachable = || format!("no kproxy answers on {addr} (its metricsBindAddress; pass --address)");
+    let unreachable = || {
+        format!(
+            "no kproxy answers on {addr} (the running kproxy's metricsBindAddress: pass --address IP:PORT, or --manifests DIR or --kubeconfig FILE to plan without one)"
+        )
+    };
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).with_context(unreachable)?;
     // Planning a large state for `/trace` or `/render` takes a while.
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;

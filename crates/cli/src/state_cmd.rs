@@ -9,7 +9,7 @@ use kproxy_state::StateBuilder;
 
 use crate::args::{Common, Output, StateArgs};
 use crate::live::Source;
-use crate::setup::{load_config, manifests_dir, state_config};
+use crate::setup::{load_config, state_config};
 use crate::table;
 
 /// A manifest folder read once into the state, for the offline commands.
@@ -37,7 +37,7 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
     // the nftables mode's (the default where kproxy can program).
     let support = crate::mode::support(&config, Some(config.mode.unwrap_or(kproxy_config::ProxyMode::Nftables)))?;
     let mut state_config = state_config(&config, host_addresses, config.mode, support);
-    if common.manifests.is_none() {
+    let Some(dir) = &common.manifests else {
         // As `run` reads the API: the cluster's controller writes the
         // slices, and a Node that does not exist is not this node.
         state_config.endpoint_controller = false;
@@ -47,8 +47,7 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
         events.into_iter().for_each(|event| builder.apply(event));
         builder.take_changes();
         return Ok(Loaded { config, builder, skipped: 0 });
-    }
-    let dir = manifests_dir(common)?;
+    };
     let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
     let mut builder = StateBuilder::new(state_config);
     let reload = folder.reload()?;

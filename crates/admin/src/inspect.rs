@@ -1,8 +1,9 @@
-//! What a running kproxy tells an operator about the rules it applied:
-//! `/trace` (one connection through them) and `/render` (the rules as
-//! text), and `/state/table` (the state as `kproxy state` prints it),
-//! for `kproxy trace`, `render` and `state` run on the node without a
-//! source of their own.
+//! What a running kproxy tells an operator about what it applied: `/trace`
+//! (one connection through its rules), `/render` (the rules as text) and
+//! `/applied` (the state of its last sync that applied, as JSON or as the
+//! `kproxy state` table), for `kproxy trace`, `render` and `state` run on
+//! the node without a source of their own. (`/state` is the state of the
+//! last sync attempt.)
 //!
 //! The admin crate knows no proxy mode: the binary plans and explains
 //! behind [`Inspect`], with the same code its commands use, and this
@@ -30,6 +31,24 @@ pub struct TraceQuery {
     pub iif: Option<String>,
 }
 
+/// How `/applied` prints the state (`?output=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateOutput {
+    /// The `ProxyState` as JSON, as `/state` serves it.
+    #[default]
+    Json,
+    /// The table `kproxy state` prints.
+    Table,
+}
+
+/// `/applied`'s query.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+struct AppliedQuery {
+    #[serde(default)]
+    output: StateOutput,
+}
+
 /// Why the running kproxy cannot answer.
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -51,17 +70,17 @@ pub trait Inspect: Send + Sync {
     fn trace(&self, query: &TraceQuery) -> Result<String, InspectError>;
     /// `kproxy render`'s text of the applied rules.
     fn render(&self) -> Result<String, InspectError>;
-    /// `kproxy state`'s table of the applied state.
-    fn state_table(&self) -> Result<String, InspectError>;
+    /// The applied state, as `kproxy state -o json` or its table prints it.
+    fn state(&self, output: StateOutput) -> Result<String, InspectError>;
 }
 
-/// `/trace`, `/render` and `/state/table`; merged into the metrics router
-/// by the binary.
+/// `/trace`, `/render` and `/applied`; merged into the metrics router by
+/// the binary.
 pub fn inspect_router(inspect: Arc<dyn Inspect>) -> Router {
     Router::new()
         .route("/trace", get(trace))
         .route("/render", get(render))
-        .route("/state/table", get(state_table))
+        .route("/applied", get(applied))
         .with_state(inspect)
 }
 
@@ -73,8 +92,8 @@ async fn render(State(inspect): State<Arc<dyn Inspect>>) -> Response {
     answer(inspect, |i| i.render()).await
 }
 
-async fn state_table(State(inspect): State<Arc<dyn Inspect>>) -> Response {
-    answer(inspect, |i| i.state_table()).await
+async fn applied(State(inspect): State<Arc<dyn Inspect>>, Query(query): Query<AppliedQuery>) -> Response {
+    answer(inspect, move |i| i.state(query.output)).await
 }
 
 async fn answer(
@@ -116,8 +135,8 @@ mod tests {
             Err(InspectError::Unsupported("no kernel rules".into()))
         }
 
-        fn state_table(&self) -> Result<String, InspectError> {
-            Ok("table\n".into())
+        fn state(&self, output: StateOutput) -> Result<String, InspectError> {
+            Ok(format!("{output:?}\n"))
         }
     }
 
@@ -143,6 +162,8 @@ mod tests {
         assert_eq!(get("/trace?from=10.0.0.1&to=").await, (StatusCode::BAD_REQUEST, "--to: empty".into()));
         assert_eq!(get("/trace?to=10.0.0.1:80").await.0, StatusCode::BAD_REQUEST, "from is required");
         assert_eq!(get("/render").await, (StatusCode::NOT_IMPLEMENTED, "no kernel rules".into()));
-        assert_eq!(get("/state/table").await, (StatusCode::OK, "table\n".into()));
+        assert_eq!(get("/applied").await, (StatusCode::OK, "Json\n".into()));
+        assert_eq!(get("/applied?output=table").await, (StatusCode::OK, "Table\n".into()));
+        assert_eq!(get("/applied?output=yaml").await.0, StatusCode::BAD_REQUEST);
     }
 }

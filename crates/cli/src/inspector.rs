@@ -1,12 +1,12 @@
 //! The running kproxy's answers to `kproxy trace`, `render` and `state`
-//! asked on the node (`/trace`, `/render`, `/state/table`): the state of
+//! asked on the node (`/trace`, `/render`, `/applied`): the state of
 //! the last sync that applied, through the same [`Rules`] and explanation
 //! the commands use with `--manifests`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kproxy_admin::{Inspect, InspectError, TraceQuery};
+use kproxy_admin::{Inspect, InspectError, StateOutput, TraceQuery};
 use kproxy_config::{Config, ProxyMode};
 use kproxy_model::ProxyState;
 use tokio::sync::watch;
@@ -66,10 +66,15 @@ impl Inspect for Inspector {
         Ok(text)
     }
 
-    fn state_table(&self) -> Result<String, InspectError> {
+    fn state(&self, output: StateOutput) -> Result<String, InspectError> {
         let state = self.applied.borrow().clone();
         let state = state.ok_or_else(|| InspectError::Unsupported("no sync has applied yet; ask again".into()))?;
-        Ok(crate::table::render(&state, &BTreeMap::new()))
+        match output {
+            StateOutput::Table => Ok(crate::table::render(&state, &BTreeMap::new())),
+            StateOutput::Json => serde_json::to_string_pretty(state.as_ref())
+                .map(|json| json + "\n")
+                .map_err(|e| InspectError::Failed(e.to_string())),
+        }
     }
 }
 
@@ -124,6 +129,8 @@ mod tests {
         assert!(refusal(userspace.render()).contains("programs no kernel rules"));
         let dry_run = Inspector::new(&Config::default(), None, rx);
         assert!(refusal(dry_run.trace(&query("10.96.0.10:80"))).contains("programs nothing (a dry run)"));
-        assert!(dry_run.state_table().unwrap().contains("default/web"));
+        assert!(dry_run.state(StateOutput::Table).unwrap().contains("default/web"));
+        let json: serde_json::Value = serde_json::from_str(&dry_run.state(StateOutput::Json).unwrap()).unwrap();
+        assert_eq!(json["node"]["name"], "node-a");
     }
 }

@@ -87,17 +87,14 @@ pub fn get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     Ok(body.to_owned())
 }
 
-/// The running kproxy's state: `/state` as indented JSON, or
-/// `/state/table` (the table `kproxy state` prints).
+/// The state of the running kproxy's last sync that applied (`/applied`),
+/// as `output` asks.
 pub fn state(addr: SocketAddr, output: Output) -> anyhow::Result<ExitCode> {
-    match output {
-        Output::Table => print!("{}", get(addr, "/state/table")?),
-        Output::Json => {
-            let json: serde_json::Value = serde_json::from_str(&get(addr, "/state")?)
-                .with_context(|| format!("{addr}/state: not the state kproxy serves"))?;
-            println!("{}", serde_json::to_string_pretty(&json)?);
-        }
-    }
+    let output = match output {
+        Output::Table => "table",
+        Output::Json => "json",
+    };
+    print!("{}", get(addr, &format!("/applied?output={output}"))?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -56,6 +56,14 @@ pub struct ListArgs {
     #[command(flatten)]
     pub common: Common,
 
+    #[command(flatten)]
+    pub running: Running,
+}
+
+/// Where `state`, `trace`, `render` and `list` find the kproxy running on
+/// this node, when given neither --manifests nor --kubeconfig.
+#[derive(Debug, Args)]
+pub struct Running {
     /// Without --manifests or --kubeconfig, ask the kproxy running here:
     /// its metrics address (default: `metricsBindAddress` of --config or
     /// --metrics-bind-address, else 127.0.0.1:10249).
@@ -115,11 +123,8 @@ pub struct StateArgs {
     #[command(flatten)]
     pub common: Common,
 
-    /// Without --manifests or --kubeconfig, ask the kproxy running here:
-    /// its metrics address (default: `metricsBindAddress` of --config or
-    /// --metrics-bind-address, else 127.0.0.1:10249).
-    #[arg(long, value_name = "IP:PORT")]
-    pub address: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub running: Running,
 
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
@@ -131,11 +136,8 @@ pub struct RenderArgs {
     #[command(flatten)]
     pub common: Common,
 
-    /// Without --manifests or --kubeconfig, ask the kproxy running here:
-    /// its metrics address (default: `metricsBindAddress` of --config or
-    /// --metrics-bind-address, else 127.0.0.1:10249).
-    #[arg(long, value_name = "IP:PORT")]
-    pub address: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub running: Running,
 }
 
 #[derive(Debug, Args)]
@@ -143,11 +145,8 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub common: Common,
 
-    /// Without --manifests or --kubeconfig, ask the kproxy running here:
-    /// its metrics address (default: `metricsBindAddress` of --config or
-    /// --metrics-bind-address, else 127.0.0.1:10249).
-    #[arg(long, value_name = "IP:PORT")]
-    pub address: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub running: Running,
 
     /// The client's address.
     #[arg(long, value_name = "IP")]

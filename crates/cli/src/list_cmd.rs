@@ -16,7 +16,7 @@ use crate::state_cmd::load_objects;
 
 pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
-    if let Source::Running(addr) = crate::live::source(&args.common, args.address, &config)? {
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
         let body = crate::live::get(addr, "/list")?;
         let servers: Vec<VirtualServer> =
             serde_json::from_str(&body).with_context(|| format!("{addr}/list: not the list kproxy serves"))?;

@@ -52,6 +52,22 @@ pub fn source(common: &Common, address: Option<SocketAddr>, config: &Config) -> 
     Ok(Source::Running(reachable(addr)))
 }
 
+/// Refuses to answer for the running kproxy at `addr` when `--proxy-mode`
+/// asks for another mode than the one it runs: its rules are not the
+/// rules asked about.
+pub fn check_mode(addr: SocketAddr, common: &Common) -> anyhow::Result<()> {
+    let Some(asked) = common.flags.proxy_mode.as_deref().filter(|m| !m.is_empty()) else { return Ok(()) };
+    let running = get(addr, "/proxyMode")?;
+    let running = running.trim();
+    if running != asked {
+        return Err(UsageError(format!(
+            "--proxy-mode {asked}: the kproxy on {addr} runs {running}; pass --manifests DIR or --kubeconfig FILE to plan {asked} mode's rules"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// `0.0.0.0` and `::` listen everywhere; ask on loopback.
 fn reachable(addr: SocketAddr) -> SocketAddr {
     match addr.ip() {

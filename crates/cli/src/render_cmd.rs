@@ -17,7 +17,8 @@ use crate::state_cmd::load_objects;
 /// would); what the planner could not program goes to stderr.
 pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
-    if let Source::Running(addr) = crate::live::source(&args.common, args.address, &config)? {
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
+        crate::live::check_mode(addr, &args.common)?;
         print!("{}", crate::live::get(addr, "/render")?);
         return Ok(ExitCode::SUCCESS);
     }

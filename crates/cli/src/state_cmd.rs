@@ -75,7 +75,7 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
 /// source, the running kproxy's (see [`crate::live`]).
 pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
-    if let Source::Running(addr) = crate::live::source(&args.common, args.address, &config)? {
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
         return crate::live::state(addr, args.output);
     }
     let loaded = load_objects(&args.common, config)?;

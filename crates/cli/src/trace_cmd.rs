@@ -41,7 +41,8 @@ pub fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let query = TraceQuery { from: args.from, to: args.to, iif: args.iif };
     destination(&query)?;
     let config = load_config(&args.common)?;
-    if let Source::Running(addr) = crate::live::source(&args.common, args.address, &config)? {
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
+        crate::live::check_mode(addr, &args.common)?;
         let pairs =
             [("from", Some(query.from.to_string())), ("to", Some(query.to.clone())), ("iif", query.iif.clone())];
         let pairs: Vec<(&str, Option<&str>)> = pairs.iter().map(|(k, v)| (*k, v.as_deref())).collect();

@@ -177,6 +177,11 @@ fn state_without_a_source_shows_the_running_kproxys_and_trace_refuses_a_dry_run(
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{command:?}: {stderr}");
         assert!(stderr.contains("programs nothing (a dry run)"), "{command:?}: {stderr}");
+        // Another mode's rules are never the answer.
+        let out = kproxy(&[command, &["--address", &address, "--proxy-mode", "ipvs"]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{command:?}: {stderr}");
+        assert!(stderr.contains(&format!("--proxy-mode ipvs: the kproxy on {address} runs dry-run")), "{stderr}");
     }
 }
 

@@ -19,7 +19,8 @@ impl Lab {
     /// the running kproxy's applied rules (those of `mode`), walked.
     pub fn live_trace(&self, mode: Mode, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
         let (from, to) = (from.to_string(), format!("{to}/{protocol}"));
-        let mut args = vec!["trace", "--address", ADDRESS, "--from", &from, "--to", &to];
+        // The mode is checked against the running kproxy's, not planned.
+        let mut args = vec!["trace", "--address", ADDRESS, "--proxy-mode", mode.name(), "--from", &from, "--to", &to];
         args.extend(iif.iter().flat_map(|iif| ["--iif", iif]));
         let (ok, out) = self.kproxy(&args);
         assert!(ok, "kproxy {args:?}: {out}");

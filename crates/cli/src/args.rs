@@ -24,12 +24,18 @@ pub struct Cli {
 pub enum Command {
     /// Watch a source of Services and endpoints and keep this node programmed.
     Run(RunArgs),
-    /// Print the state this node would program from a folder of manifests.
+    /// Print the state this node programs: from --manifests, from the
+    /// cluster (--kubeconfig), or else the running kproxy's.
     State(StateArgs),
-    /// Print the nftables rules `run` would apply, in `nft -f` syntax.
+    /// Print the rules of the proxy mode: nftables as `nft -f` input,
+    /// iptables as `iptables-restore` input, IPVS as `ipvsadm -R` input
+    /// plus its companion nftables table. From --manifests, from the
+    /// cluster (--kubeconfig), or else as the running kproxy applied them.
     Render(RenderArgs),
-    /// Explain what happens to one new connection, rule by rule (the
-    /// nftables rules, or with `--proxy-mode iptables` the iptables ones).
+    /// Explain what happens to one new connection, rule by rule, in the
+    /// proxy mode's rules (nftables, iptables or IPVS). From --manifests,
+    /// from the cluster (--kubeconfig), or else through the rules the
+    /// running kproxy applied.
     Trace(TraceArgs),
     /// Remove everything kproxy installed on this node, and nothing else.
     Cleanup(CleanupArgs),
@@ -40,15 +46,29 @@ pub enum Command {
     /// What a running kproxy serves, as `ipvsadm -Ln` shows it: each
     /// frontend with its scheduler, then its endpoints with weight and
     /// connection counts (counted by the userspace mode; `-` where the
-    /// kernel modes cannot tell). Reads `/list` of its metrics address.
+    /// kernel modes cannot tell). Reads `/list` of its metrics address;
+    /// with --manifests or --kubeconfig, lists the state planned from them.
     List(ListArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// The running kproxy's metrics address (`metricsBindAddress`).
-    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:10249")]
-    pub address: std::net::SocketAddr,
+    #[command(flatten)]
+    pub common: Common,
+
+    #[command(flatten)]
+    pub running: Running,
+}
+
+/// Where `state`, `trace`, `render` and `list` find the kproxy running on
+/// this node, when given neither --manifests nor --kubeconfig.
+#[derive(Debug, Args)]
+pub struct Running {
+    /// Without --manifests or --kubeconfig, ask the kproxy running here:
+    /// its metrics address (default: `metricsBindAddress` of --config or
+    /// --metrics-bind-address, else 127.0.0.1:10249).
+    #[arg(long, value_name = "IP:PORT")]
+    pub address: Option<std::net::SocketAddr>,
 }
 
 /// Where objects come from and how kproxy is configured; shared by `run`
@@ -103,6 +123,9 @@ pub struct StateArgs {
     #[command(flatten)]
     pub common: Common,
 
+    #[command(flatten)]
+    pub running: Running,
+
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Output,
@@ -112,12 +135,18 @@ pub struct StateArgs {
 pub struct RenderArgs {
     #[command(flatten)]
     pub common: Common,
+
+    #[command(flatten)]
+    pub running: Running,
 }
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     #[command(flatten)]
     pub common: Common,
+
+    #[command(flatten)]
+    pub running: Running,
 
     /// The client's address.
     #[arg(long, value_name = "IP")]

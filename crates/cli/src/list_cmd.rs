@@ -1,28 +1,31 @@
-//! `kproxy list`: a running kproxy's `/list`, as `ipvsadm -Ln` prints it.
+//! `kproxy list`: what this node serves, as `ipvsadm -Ln` prints it: a
+//! running kproxy's `/list` (with connection counts where its mode has
+//! them), or, with `--manifests` or `--kubeconfig`, the list the planned
+//! state implies.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
-use kproxy_admin::listing::{VirtualServer, render};
+use kproxy_admin::listing::{VirtualServer, from_state, render};
+use kproxy_config::ProxyMode;
 
 use crate::args::ListArgs;
+use crate::live::Source;
+use crate::setup::load_config;
+use crate::state_cmd::load_objects;
 
 pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let addr = args.address;
-    let unreachable = || format!("no kproxy answers on {addr} (its metricsBindAddress; pass --address)");
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).with_context(unreachable)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(b"GET /list HTTP/1.0\r\nHost: localhost\r\n\r\n").with_context(unreachable)?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).with_context(unreachable)?;
-    let (head, body) = answer.split_once("\r\n\r\n").with_context(|| format!("{addr}: not an HTTP answer"))?;
-    let status = head.lines().next().unwrap_or_default();
-    anyhow::ensure!(status.contains(" 200 "), "{addr}/list: {status} (a kproxy older than `kproxy list`?)");
-    let servers: Vec<VirtualServer> =
-        serde_json::from_str(body).with_context(|| format!("{addr}/list: not the list kproxy serves"))?;
-    print!("{}", render(&servers));
-    Ok(ExitCode::SUCCESS)
+    let config = load_config(&args.common)?;
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
+        let body = crate::live::get(addr, "/list")?;
+        let servers: Vec<VirtualServer> =
+            serde_json::from_str(&body).with_context(|| format!("{addr}/list: not the list kproxy serves"))?;
+        print!("{}", render(&servers));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let loaded = load_objects(&args.common, config)?;
+    let mode = loaded.config.mode.unwrap_or(ProxyMode::Nftables);
+    let default = crate::mode::support(&loaded.config, Some(mode))?.default_scheduler;
+    print!("{}", render(&from_state(loaded.builder.state(), default)));
+    Ok(loaded.exit_code())
 }

@@ -75,7 +75,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
-    runtime.block_on(serve(config, source, dataplane, Modes { semantics, programmed, support }, args.once))
+    let modes = Modes { semantics, programmed, running: mode, support };
+    runtime.block_on(serve(config, source, dataplane, modes, args.once))
 }
 
 /// The mode whose semantics the state follows (a dry run: the configured
@@ -85,6 +86,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 struct Modes {
     semantics: Option<ProxyMode>,
     programmed: Option<ProxyMode>,
+    /// The mode running (none in a dry run), for `/trace` and `/render`.
+    running: Option<ProxyMode>,
     support: ModeSupport,
 }
 
@@ -143,6 +146,7 @@ async fn serve(
     };
 
     let (state_tx, state_rx) = watch::channel(Arc::new(ProxyState::default()));
+    let applied = watch::Sender::new(None);
     let admin = Arc::new(AdminState {
         health: health.clone(),
         metrics: metrics.clone(),
@@ -156,7 +160,9 @@ async fn serve(
             listen(addr, health_router(admin.clone()), "healthz", config.bind_address_hard_fail).await?;
         }
         if let Some(addr) = config.metrics_bind_address {
-            listen(addr, metrics_router(admin.clone()), "metrics", config.bind_address_hard_fail).await?;
+            let inspector = Arc::new(crate::inspector::Inspector::new(&config, modes.running, applied.subscribe()));
+            let router = metrics_router(admin.clone()).merge(kproxy_admin::inspect_router(inspector));
+            listen(addr, router, "metrics", config.bind_address_hard_fail).await?;
         }
     }
 
@@ -168,7 +174,8 @@ async fn serve(
     }
     let runner_config = RunnerConfig::new(config.min_sync_period, config.sync_period);
     let handles = RunnerHandles { health, metrics, state: state_tx, clock: Arc::new(SystemClock), health_checks };
-    let mut runner = Runner::new(runner_config, StateBuilder::new(state_config), dataplane, handles);
+    let mut runner =
+        Runner::new(runner_config, StateBuilder::new(state_config), dataplane, handles).on_applied(applied);
     if once {
         let result = runner.run_once(events).await;
         source.abort();

@@ -95,18 +95,6 @@ pub fn check_node_port_addresses(config: &Config, mode: Option<ProxyMode>) {
     }
 }
 
-/// The manifest folder of the commands that only read manifests (`state`,
-/// `render`, `trace`).
-pub fn manifests_dir(common: &Common) -> anyhow::Result<&std::path::Path> {
-    match &common.manifests {
-        Some(dir) => Ok(dir),
-        None => Err(UsageError(
-            "pass --manifests DIR (a folder of Kubernetes manifests); this command does not read the API server".into(),
-        )
-        .into()),
-    }
-}
-
 /// How to reach the API server: `--kubeconfig` / `clientConnection`, else
 /// in-cluster; `--master` overrides the address.
 pub fn connection(config: &Config) -> kproxy_source::kube::Connection {

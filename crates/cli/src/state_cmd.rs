@@ -1,4 +1,5 @@
-//! `kproxy state`: what this node would program, from a manifest folder.
+//! `kproxy state`: what this node programs: from a manifest folder, one
+//! list of the API server's objects, or the running kproxy.
 
 use std::process::ExitCode;
 
@@ -7,7 +8,8 @@ use kproxy_source::manifests::Folder;
 use kproxy_state::StateBuilder;
 
 use crate::args::{Common, Output, StateArgs};
-use crate::setup::{load_config, manifests_dir, state_config};
+use crate::live::Source;
+use crate::setup::{load_config, state_config};
 use crate::table;
 
 /// A manifest folder read once into the state, for the offline commands.
@@ -25,18 +27,29 @@ impl Loaded {
     }
 }
 
-/// Reads the configuration and the folder, reports bad documents on
-/// stderr, and folds everything into the state.
-pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
-    let config = load_config(common)?;
-    let dir = manifests_dir(common)?;
-    let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
+/// Reads the folder of `--manifests` (reporting bad documents on stderr),
+/// else one list of the API server (`--kubeconfig`), and folds everything
+/// into the state, with `config` read from the same flags.
+pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let host_addresses = runtime.block_on(crate::host::addresses(config.mode));
     // What `run` would do of the annotations: the configured mode's, or
     // the nftables mode's (the default where kproxy can program).
     let support = crate::mode::support(&config, Some(config.mode.unwrap_or(kproxy_config::ProxyMode::Nftables)))?;
-    let mut builder = StateBuilder::new(state_config(&config, host_addresses, config.mode, support));
+    let mut state_config = state_config(&config, host_addresses, config.mode, support);
+    let Some(dir) = &common.manifests else {
+        // As `run` reads the API: the cluster's controller writes the
+        // slices, and a Node that does not exist is not this node.
+        state_config.endpoint_controller = false;
+        state_config.node_required = true;
+        let events = runtime.block_on(crate::cluster::list(&config, &state_config.node_name))?;
+        let mut builder = StateBuilder::new(state_config);
+        events.into_iter().for_each(|event| builder.apply(event));
+        builder.take_changes();
+        return Ok(Loaded { config, builder, skipped: 0 });
+    };
+    let mut folder = Folder::new(dir).map_err(|e| crate::UsageError(format!("--manifests {e}")))?;
+    let mut builder = StateBuilder::new(state_config);
     let reload = folder.reload()?;
     for event in reload.events {
         builder.apply(event);
@@ -58,9 +71,14 @@ pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
 }
 
 /// Prints the state; exits 1 when some documents had to be skipped (the
-/// state printed is then what kproxy would serve without them).
+/// state printed is then what kproxy would serve without them). Without a
+/// source, the running kproxy's (see [`crate::live`]).
 pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load_state(&args.common)?;
+    let config = load_config(&args.common)?;
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
+        return crate::live::state(addr, args.output);
+    }
+    let loaded = load_objects(&args.common, config)?;
     let state = loaded.builder.state();
     match args.output {
         Output::Table => print!("{}", table::render(state, &loaded.builder.ignored_services())),

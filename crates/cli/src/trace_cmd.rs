@@ -1,57 +1,70 @@
-//! `kproxy trace`: one new connection through the rules `run` would apply
-//! (the nftables table, or with `--proxy-mode iptables` the iptables
-//! payload; both tracers give the same [`Trace`] shape).
+//! `kproxy trace`: one new connection through the rules of a proxy mode
+//! (the nftables table, the iptables payload, or IPVS with its companion
+//! table; every tracer gives the same [`Trace`] shape), planned from a
+//! manifest folder or the cluster's objects, or as the running kproxy
+//! applied them (its `/trace`).
 
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
-use anyhow::Context;
+use kproxy_admin::TraceQuery;
 use kproxy_config::ProxyMode;
 use kproxy_model::{IpFamily, Protocol, ProxyState};
 use kproxy_nftables::trace::{Fate, Packet, Trace};
 
 use crate::UsageError;
 use crate::args::TraceArgs;
-use crate::state_cmd::load_state;
+use crate::live::Source;
+use crate::rules::Rules;
+use crate::setup::load_config;
+use crate::state_cmd::load_objects;
 
-fn destination(args: &TraceArgs) -> anyhow::Result<(SocketAddr, Protocol)> {
-    let (addr, protocol) = match args.to.rsplit_once('/') {
+fn destination(query: &TraceQuery) -> Result<(SocketAddr, Protocol), UsageError> {
+    let to = &query.to;
+    let (addr, protocol) = match to.rsplit_once('/') {
         Some((addr, proto)) => (addr, proto.to_ascii_uppercase()),
-        None => (args.to.as_str(), "TCP".to_owned()),
+        None => (to.as_str(), "TCP".to_owned()),
     };
-    let protocol: Protocol = protocol
-        .parse()
-        .map_err(|()| UsageError(format!("--to {}: unknown protocol (allowed: tcp, udp, sctp)", args.to)))?;
+    let protocol: Protocol =
+        protocol.parse().map_err(|()| UsageError(format!("--to {to}: unknown protocol (allowed: tcp, udp, sctp)")))?;
     let addr: SocketAddr = addr
         .parse()
-        .map_err(|_| UsageError(format!("--to {}: expected IP:PORT, [IPv6]:PORT, with an optional /PROTO", args.to)))?;
-    if IpFamily::of(&addr.ip()) != IpFamily::of(&args.from) {
-        return Err(UsageError(format!("--from {} and --to {}: not the same IP family", args.from, args.to)).into());
+        .map_err(|_| UsageError(format!("--to {to}: expected IP:PORT, [IPv6]:PORT, with an optional /PROTO")))?;
+    if IpFamily::of(&addr.ip()) != IpFamily::of(&query.from) {
+        return Err(UsageError(format!("--from {} and --to {to}: not the same IP family", query.from)));
     }
     Ok((addr, protocol))
 }
 
 pub fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
-    let (to, protocol) = destination(&args)?;
-    let loaded = load_state(&args.common)?;
-    let state = loaded.builder.state();
-    let family = IpFamily::of(&to.ip());
-    let local_addresses = local_addresses(state);
-    let from_node = local_addresses.contains(&args.from);
-    let iif = if from_node { None } else { Some(args.iif.clone().unwrap_or_default()) };
-    let packet = Packet { saddr: args.from, daddr: to.ip(), protocol, dport: to.port(), iif, local_addresses };
-    let trace = if loaded.config.mode == Some(ProxyMode::Iptables) {
-        let config = crate::mode::iptables_config(&loaded.config)?;
-        let planned = kproxy_iptables::plan(state, family, &config.plan, None);
-        kproxy_iptables::trace::trace(&planned, &packet).context("tracing the iptables payload")?
-    } else {
-        let config = crate::mode::nftables_config(&loaded.config);
-        let table = kproxy_nftables::table(state, family, &config);
-        kproxy_nftables::trace::trace(&table, family, &packet)
-    };
-    print!("{}", explain(state, &packet, &trace));
+    let query = TraceQuery { from: args.from, to: args.to, iif: args.iif };
+    destination(&query)?;
+    let config = load_config(&args.common)?;
+    if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
+        crate::live::check_mode(addr, &args.common)?;
+        let pairs =
+            [("from", Some(query.from.to_string())), ("to", Some(query.to.clone())), ("iif", query.iif.clone())];
+        let pairs: Vec<(&str, Option<&str>)> = pairs.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+        print!("{}", crate::live::get(addr, &format!("/trace?{}", crate::live::query(&pairs)))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let loaded = load_objects(&args.common, config)?;
+    let rules = Rules::of(loaded.config.mode.unwrap_or(ProxyMode::Nftables), &loaded.config)?;
+    print!("{}", traced(&rules, loaded.builder.state(), &query)?);
     Ok(loaded.exit_code())
+}
+
+/// What `kproxy trace` prints for `query` through `rules` planned from
+/// `state`; the running kproxy's `/trace` answers with the same text.
+pub fn traced(rules: &Rules, state: &ProxyState, query: &TraceQuery) -> anyhow::Result<String> {
+    let (to, protocol) = destination(query)?;
+    let local_addresses = local_addresses(state);
+    let from_node = local_addresses.contains(&query.from);
+    let iif = if from_node { None } else { Some(query.iif.clone().unwrap_or_default()) };
+    let packet = Packet { saddr: query.from, daddr: to.ip(), protocol, dport: to.port(), iif, local_addresses };
+    let trace = rules.trace(state, &packet)?;
+    Ok(explain(state, &packet, &trace))
 }
 
 /// The node's addresses as the trace knows them: its node-port addresses.
@@ -90,8 +103,12 @@ pub fn explain(state: &ProxyState, packet: &Packet, trace: &Trace) -> String {
         })
         .collect();
     let path: Vec<&String> = trace.branches.first().map(|b| b.path.iter().collect()).unwrap_or_default();
-    // nftables keeps affinity in `@sticky-*` sets, iptables in `-m recent`.
-    let how = if path.iter().any(|l| l.contains("@sticky-") || l.contains("-m recent")) {
+    // nftables keeps affinity in `@sticky-*` sets, iptables in `-m recent`;
+    // IPVS picks with its scheduler.
+    let ipvs = path.iter().find_map(|l| l.strip_prefix("ipvs: ")?.split(" scheduler ").nth(1)?.split(' ').next());
+    let how = if let Some(scheduler) = ipvs {
+        &format!("by IPVS's {scheduler} scheduler")
+    } else if path.iter().any(|l| l.contains("@sticky-") || l.contains("-m recent")) {
         "at random, then kept per client (session affinity)"
     } else if path.iter().any(|l| l.contains("numgen inc")) {
         "in turn (round robin)"

@@ -260,3 +260,55 @@ fn trace_in_iptables_mode_walks_the_restore_payload_to_the_same_verdicts_as_nfta
         assert!(ipt.contains(needle), "{needle} missing:\n{ipt}");
     }
 }
+
+#[test]
+fn render_in_ipvs_mode_prints_virtual_servers_and_the_companion_table() {
+    let out = kproxy(&["render", "--manifests", &example(), "--hostname-override", "node-a", "--proxy-mode", "ipvs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "# IPVS virtual servers (ipvsadm -R)\n-A -t 10.96.0.10:80 -s rr -p 10800\n",
+        "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n",
+        "-A -u 10.96.0.53:53 -s rr\n",
+        "# kube-ipvs0: 10.96.0.10/32\n",
+        "add table ip kproxy-ipvs",
+        "add chain ip kproxy-ipvs filter-input",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    assert!(!text.contains("table ip kproxy "), "no nftables-mode table:\n{text}");
+}
+
+#[test]
+fn trace_in_ipvs_mode_goes_through_the_companion_table_and_a_virtual_server() {
+    let out = kproxy(&[
+        "trace",
+        "--manifests",
+        &example(),
+        "--hostname-override",
+        "node-a",
+        "--proxy-mode",
+        "ipvs",
+        "--from",
+        "192.168.1.200",
+        "--to",
+        "192.168.1.10:30080",
+        "--iif",
+        "eth0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("verdict   DNAT to one of 2 endpoints, picked by IPVS's rr scheduler\n"), "{text}");
+    assert!(text.contains("  ipvs: TCP 192.168.1.10:30080 scheduler rr -> "), "{text}");
+    assert!(text.contains("nat-postrouting: "), "{text}");
+}
+
+#[test]
+fn trace_and_render_refuse_the_userspace_mode_instead_of_answering_for_another() {
+    for command in [&["trace", "--from", "192.168.1.200", "--to", "10.96.0.10:80"][..], &["render"][..]] {
+        let out = kproxy(&[command, &["--manifests", &example(), "--proxy-mode", "userspace"]].concat());
+        assert_eq!(out.status.code(), Some(64), "{command:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("the userspace mode proxies through kproxy's own sockets"), "{}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+}

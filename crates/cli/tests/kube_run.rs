@@ -239,3 +239,34 @@ fn an_api_server_down_for_a_minute_keeps_the_rules_and_healthz_degrades_then_rec
         other => Err(format!("{other:?}")),
     });
 }
+
+/// With `--kubeconfig`, `state`, `trace` and `list` plan from one list of
+/// the cluster's objects (no kproxy needs to run).
+#[test]
+fn state_trace_and_list_with_a_kubeconfig_compute_from_the_clusters_objects() {
+    let runtime = runtime();
+    let server = captured_cluster(&runtime);
+    let (_dir, path) = kubeconfig(&server);
+    let path = path.display().to_string();
+    let kproxy = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kproxy"))
+            .args(args)
+            .args(["--kubeconfig", &path, "--hostname-override", "node-a"])
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{args:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let state: serde_json::Value = serde_json::from_str(&kproxy(&["state", "-o", "json"])).unwrap();
+    assert_eq!(state["node"]["zone"], "zone-a", "{state}");
+    assert!(state.to_string().contains("10.96.23.141"), "{state}");
+
+    let trace = kproxy(&["trace", "--from", "10.244.1.5", "--iif", "cni0", "--to", "10.96.23.141:80"]);
+    assert!(trace.contains("service   shop/web:"), "{trace}");
+    assert!(trace.contains("verdict   DNAT to "), "{trace}");
+
+    let list = kproxy(&["list"]);
+    assert!(list.lines().any(|l| l.starts_with("TCP  10.96.23.141:80 ")), "{list}");
+}

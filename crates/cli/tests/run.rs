@@ -146,3 +146,50 @@ fn run_follows_a_folder_that_never_stops_changing() {
     writer.join().unwrap();
     assert_eq!(served.len(), 3, "the folder was not read while it kept changing: served {served:?}");
 }
+
+fn kproxy(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kproxy")).args(args).env_remove("RUST_LOG").output().unwrap()
+}
+
+/// Without `--manifests` or `--kubeconfig`, `state` asks the running
+/// kproxy (at `--address`, or the configured metrics address) for what it
+/// applied; `trace` and `render` refuse a dry run, which applies no rules.
+#[test]
+fn state_without_a_source_shows_the_running_kproxys_and_trace_refuses_a_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.yaml"), service("alpha", "10.96.0.1")).unwrap();
+    let (_running, _healthz, metrics) = dry_run(dir.path(), "100ms");
+    eventually("the first sync", || get(metrics, "/state").is_some_and(|(_, body)| service_names(&body) == ["alpha"]));
+    let address = format!("127.0.0.1:{metrics}");
+
+    let out = kproxy(&["state", "--address", &address]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.lines().any(|l| l.starts_with("default/alpha ") && l.contains("10.96.0.1:80")), "{table}");
+
+    // The address from the configuration's metricsBindAddress.
+    let out = kproxy(&["state", "--metrics-bind-address", &address, "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(service_names(&String::from_utf8_lossy(&out.stdout)), ["alpha"]);
+
+    for command in [&["trace", "--from", "10.0.0.1", "--to", "10.96.0.1:80"][..], &["render"][..]] {
+        let out = kproxy(&[command, &["--address", &address]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {stderr}");
+        assert!(stderr.contains("programs nothing (a dry run)"), "{command:?}: {stderr}");
+        // Another mode's rules are never the answer.
+        let out = kproxy(&[command, &["--address", &address, "--proxy-mode", "ipvs"]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{command:?}: {stderr}");
+        assert!(stderr.contains(&format!("--proxy-mode ipvs: the kproxy on {address} runs dry-run")), "{stderr}");
+    }
+}
+
+#[test]
+fn a_command_without_a_source_says_when_no_kproxy_answers() {
+    let address = format!("127.0.0.1:{}", free_port());
+    let out = kproxy(&["trace", "--address", &address, "--from", "10.0.0.1", "--to", "10.96.0.1:80"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("no kproxy answers on {address}")), "{stderr}");
+}

@@ -91,6 +91,8 @@ pub struct Runner {
     unapplied: Changes,
     /// Told once, after the first successful sync.
     first_sync: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Receives the state of every sync that applied.
+    applied: Option<watch::Sender<Option<Arc<ProxyState>>>>,
 }
 
 impl Runner {
@@ -121,6 +123,7 @@ impl Runner {
             retry_at: None,
             unapplied: Changes::default(),
             first_sync: None,
+            applied: None,
         }
     }
 
@@ -128,6 +131,14 @@ impl Runner {
     /// this process's rules (what another proxy left can go).
     pub fn on_first_sync(mut self, done: tokio::sync::oneshot::Sender<()>) -> Self {
         self.first_sync = Some(done);
+        self
+    }
+
+    /// Sends `applied` the state of every sync that applied: what the node
+    /// is programmed with (after a failed sync, the last one that worked;
+    /// `None` until one has).
+    pub fn on_applied(mut self, applied: watch::Sender<Option<Arc<ProxyState>>>) -> Self {
+        self.applied = Some(applied);
         self
     }
 
@@ -310,6 +321,9 @@ impl Runner {
         self.next_full = false;
         if kind == SyncKind::Full {
             self.last_full = Some(now);
+        }
+        if let Some(applied) = &self.applied {
+            applied.send_replace(Some(Arc::new(self.builder.state().clone())));
         }
         if let Some(done) = self.first_sync.take() {
             // Nobody waiting is fine.

@@ -202,3 +202,29 @@ async fn a_bad_annotation_is_counted_once_per_change_not_per_sync() {
     at(2_000).await;
     assert_eq!(counted(&h), "2");
 }
+
+#[tokio::test(start_paused = true)]
+async fn only_a_sync_that_applied_updates_the_applied_state() {
+    for (script, served) in [(&[false][..], None), (&[][..], Some(1))] {
+        let start = Instant::now();
+        let fake = Fake::new(start, script);
+        let (tx, rx) = mpsc::channel(8);
+        let (state_tx, _state) = watch::channel(Arc::new(ProxyState::default()));
+        let handles = RunnerHandles {
+            health: Arc::new(Health::new(Duration::from_secs(60))),
+            metrics: Arc::new(Metrics::new()),
+            state: state_tx,
+            clock: Arc::new(TokioClock(start)),
+            health_checks: Arc::default(),
+        };
+        let (applied_tx, applied) = watch::channel(None);
+        let runner = Runner::new(config(), StateBuilder::new(StateConfig::default()), Box::new(fake), handles)
+            .on_applied(applied_tx);
+        let svc = service("default", "web").cluster_ip("10.96.0.30").port("http", "TCP", 80).build();
+        tx.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await.unwrap();
+        tx.send(SourceEvent::Synced).await.unwrap();
+        let _ = runner.run_once(rx).await;
+        let ports = applied.borrow().as_ref().map(|state| state.ipv4.service_ports.len());
+        assert_eq!(ports, served, "sync script {script:?}");
+    }
+}

@@ -7,6 +7,10 @@
 //! only the [`Op`]s that change something, including graceful termination
 //! of destinations that leave.
 //!
+//! [`trace`] walks the plan and its companion table for one connection
+//! (what `kproxy trace` shows); [`render`] prints the virtual servers as
+//! `ipvsadm-save` writes them.
+//!
 //! The types here mirror the kernel's shapes (`kproxy-netlink`'s
 //! `ipvs::types`) without depending on them: the apply edge translates.
 //! What IPVS cannot do (masquerade, source ranges, REJECT/DROP verdicts,
@@ -17,6 +21,8 @@ pub mod companion;
 mod config;
 mod diff;
 mod plan;
+pub mod render;
+pub mod trace;
 mod types;
 
 pub use config::PlanConfig;

@@ -15,11 +15,17 @@ const ELEMENTS_PER_LINE: usize = 256;
 
 /// The whole plan as one `nft -f` script: one transaction.
 pub fn plan(plan: &Plan) -> String {
+    plan_of(TABLE, plan)
+}
+
+/// [`plan`] for the table named `table` (the IPVS mode's companion table
+/// is built from the same operations).
+pub fn plan_of(table: &str, plan: &Plan) -> String {
     let mut out = String::new();
     for family in &plan.families {
         let Some(f) = family.family else { continue };
         for op in &family.ops {
-            op_line(&mut out, f, op);
+            op_line(&mut out, table, f, op);
         }
     }
     out
@@ -28,7 +34,7 @@ pub fn plan(plan: &Plan) -> String {
 /// One operation in `nft -f` syntax (several lines for many elements).
 pub fn op(family: IpFamily, op: &Op) -> String {
     let mut out = String::new();
-    op_line(&mut out, family, op);
+    op_line(&mut out, TABLE, family, op);
     out
 }
 
@@ -39,8 +45,8 @@ fn family_word(family: IpFamily) -> &'static str {
     }
 }
 
-fn op_line(out: &mut String, family: IpFamily, op: &Op) {
-    let t = format!("{} {TABLE}", family_word(family));
+fn op_line(out: &mut String, table: &str, family: IpFamily, op: &Op) {
+    let t = format!("{} {table}", family_word(family));
     match op {
         Op::AddTable => {
             let _ = writeln!(out, "add table {t} {{ comment \"kproxy: Kubernetes services\"; }}");

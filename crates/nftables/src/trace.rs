@@ -29,7 +29,8 @@ pub struct Packet {
 }
 
 impl Packet {
-    fn starts_on_node(&self) -> bool {
+    /// It leaves the node (output path) rather than arriving.
+    pub fn starts_on_node(&self) -> bool {
         self.iif.is_none() && self.local_addresses.contains(&self.saddr)
     }
 }
@@ -73,14 +74,33 @@ impl Trace {
 }
 
 /// The packet's state while it is being walked.
-#[derive(Clone, Debug)]
-struct State {
-    daddr: IpAddr,
-    dport: u16,
-    mark: u32,
-    masquerade: bool,
-    dnat: bool,
-    path: Vec<String>,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    /// The destination, once DNATed the endpoint's.
+    pub daddr: IpAddr,
+    pub dport: u16,
+    pub mark: u32,
+    /// A rule masqueraded it.
+    pub masquerade: bool,
+    /// A rule DNATed it.
+    pub dnat: bool,
+    /// `chain: rule` lines of every rule that acted so far.
+    pub path: Vec<String>,
+}
+
+impl InFlight {
+    /// `packet` before any rule acted on it.
+    pub fn new(packet: &Packet) -> Self {
+        Self { daddr: packet.daddr, dport: packet.dport, mark: 0, masquerade: false, dnat: false, path: Vec::new() }
+    }
+
+    /// Where this branch ends when nothing else acts on it.
+    pub fn fate(&self) -> Fate {
+        match self.dnat {
+            true => Fate::Dnat { endpoint: SocketAddr::new(self.daddr, self.dport), masquerade: self.masquerade },
+            false => Fate::Untouched,
+        }
+    }
 }
 
 enum Flow {
@@ -94,13 +114,27 @@ enum Flow {
 
 /// Walks `table` (of `family`) for `packet`.
 pub fn trace(table: &Table, family: IpFamily, packet: &Packet) -> Trace {
-    let start =
-        State { daddr: packet.daddr, dport: packet.dport, mark: 0, masquerade: false, dnat: false, path: Vec::new() };
+    let start = InFlight::new(packet);
     let walker = Walker { table, family, packet };
     let mut branches = Vec::new();
     let first = if packet.starts_on_node() { Hook::Output } else { Hook::Prerouting };
     walker.hook(first, start, &mut branches);
     Trace { branches }
+}
+
+/// Runs only the base chains of `hook` on a packet in `flight`: the
+/// branches that go on, in order; those that end (dropped or rejected) go
+/// to `ended`. For a caller that models what the kernel does between
+/// hooks (IPVS, which takes the packet after the input and output hooks).
+pub fn through_hook(
+    table: &Table,
+    family: IpFamily,
+    packet: &Packet,
+    hook: Hook,
+    flight: InFlight,
+    ended: &mut Vec<Branch>,
+) -> Vec<InFlight> {
+    Walker { table, family, packet }.base_chains(hook, flight, ended)
 }
 
 struct Walker<'a> {
@@ -112,7 +146,24 @@ struct Walker<'a> {
 impl Walker<'_> {
     /// Runs the base chains of `hook` by priority, then the hook routing
     /// sends the packet to next.
-    fn hook(&self, hook: Hook, state: State, out: &mut Vec<Branch>) {
+    fn hook(&self, hook: Hook, state: InFlight, out: &mut Vec<Branch>) {
+        let states = self.base_chains(hook, state, out);
+        for state in states {
+            let next = match hook {
+                Hook::Prerouting if self.packet.local_addresses.contains(&state.daddr) => Some(Hook::Input),
+                Hook::Prerouting => Some(Hook::Forward),
+                Hook::Forward | Hook::Output => Some(Hook::Postrouting),
+                Hook::Input | Hook::Postrouting => None,
+            };
+            match next {
+                Some(next) => self.hook(next, state, out),
+                None => out.push(Branch { fate: state.fate(), path: state.path }),
+            }
+        }
+    }
+
+    /// The base chains of `hook` by priority: the states that pass.
+    fn base_chains(&self, hook: Hook, state: InFlight, out: &mut Vec<Branch>) -> Vec<InFlight> {
         let mut chains: Vec<(&BaseChain, &str)> = self
             .table
             .chains
@@ -134,31 +185,11 @@ impl Walker<'_> {
             }
             states = next;
         }
-        for state in states {
-            let next = match hook {
-                Hook::Prerouting if self.packet.local_addresses.contains(&state.daddr) => Some(Hook::Input),
-                Hook::Prerouting => Some(Hook::Forward),
-                Hook::Forward | Hook::Output => Some(Hook::Postrouting),
-                Hook::Input | Hook::Postrouting => None,
-            };
-            match next {
-                Some(next) => self.hook(next, state, out),
-                None => {
-                    let fate = match state.dnat {
-                        true => Fate::Dnat {
-                            endpoint: SocketAddr::new(state.daddr, state.dport),
-                            masquerade: state.masquerade,
-                        },
-                        false => Fate::Untouched,
-                    };
-                    out.push(Branch { path: state.path, fate });
-                }
-            }
-        }
+        states
     }
 
     /// Evaluates a chain; each result is one branch's flow and state.
-    fn chain(&self, name: &str, state: State, nat: bool, depth: usize) -> Vec<(Flow, State)> {
+    fn chain(&self, name: &str, state: InFlight, nat: bool, depth: usize) -> Vec<(Flow, InFlight)> {
         let Some(chain) = self.table.chains.get(name).filter(|_| depth < 16) else {
             return vec![(Flow::Continue, state)];
         };
@@ -186,7 +217,14 @@ impl Walker<'_> {
 
     /// Runs a matching rule's statements. `None` flow: go on with the
     /// next rule.
-    fn stmts(&self, chain: &str, rule: &Rule, mut state: State, nat: bool, depth: usize) -> Vec<(Option<Flow>, State)> {
+    fn stmts(
+        &self,
+        chain: &str,
+        rule: &Rule,
+        mut state: InFlight,
+        nat: bool,
+        depth: usize,
+    ) -> Vec<(Option<Flow>, InFlight)> {
         state.path.push(format!("{chain}: {}", crate::render::rule(self.family, rule)));
         let mut branches = vec![state];
         let mut finished = Vec::new();
@@ -258,7 +296,7 @@ impl Walker<'_> {
         finished
     }
 
-    fn verdict(&self, v: &Verdict, state: State, nat: bool, depth: usize) -> Vec<(Option<Flow>, State)> {
+    fn verdict(&self, v: &Verdict, state: InFlight, nat: bool, depth: usize) -> Vec<(Option<Flow>, InFlight)> {
         match v {
             Verdict::Accept => vec![(Some(Flow::Accept), state)],
             Verdict::Drop => vec![(Some(Flow::Drop), state)],
@@ -280,7 +318,7 @@ impl Walker<'_> {
     }
 
     /// The key values for `fields`; `numgen` gives one branch per value.
-    fn keys(&self, fields: &[Field], state: State) -> Vec<(Vec<Atom>, State)> {
+    fn keys(&self, fields: &[Field], state: InFlight) -> Vec<(Vec<Atom>, InFlight)> {
         let mut keys: Vec<Vec<Atom>> = vec![Vec::new()];
         for field in fields {
             let values: Vec<Atom> = match field {
@@ -295,11 +333,11 @@ impl Walker<'_> {
         keys.into_iter().map(|k| (k, state.clone())).collect()
     }
 
-    fn matches(&self, rule: &Rule, state: &State) -> bool {
+    fn matches(&self, rule: &Rule, state: &InFlight) -> bool {
         rule.matches.iter().all(|m| self.holds(m, state))
     }
 
-    fn holds(&self, m: &Match, state: &State) -> bool {
+    fn holds(&self, m: &Match, state: &InFlight) -> bool {
         let p = self.packet;
         match m {
             Match::CtState(CtState::New) => true,

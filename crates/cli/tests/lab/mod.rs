@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod annotations;
+pub mod live_trace;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -494,6 +495,20 @@ impl Lab {
     /// yes or no) must be exactly what the `mode`'s tracer says; a refusal
     /// must be a traced REJECT, a silence a traced DROP.
     pub fn assert_traces_match_the_kernel(&self, mode: &str, cases: &[TraceCase<'_>]) {
+        self.assert_kernel_does(mode, cases, |source, to, protocol, iif| {
+            self.trace_in(mode, source, to, protocol, iif)
+        });
+    }
+
+    /// For each case, every endpoint the kernel reached (with masquerade
+    /// yes or no) must be exactly what `trace` says; a refusal must be a
+    /// traced REJECT, a silence a traced DROP.
+    pub fn assert_kernel_does(
+        &self,
+        mode: &str,
+        cases: &[TraceCase<'_>],
+        trace: impl Fn(IpAddr, &str, Protocol, Option<&str>) -> Vec<Fate>,
+    ) {
         let node_ip = IpAddr::V4(self.topo.node.ipv4);
         let endpoint_of = |backend: &str, v6: bool| -> SocketAddr {
             let p = self.pod(backend);
@@ -501,7 +516,7 @@ impl Lab {
             SocketAddr::new(ip, PORT)
         };
         for &(ns, source, iif, to, protocol) in cases {
-            let mut traced = self.trace_in(mode, source, to, protocol, iif);
+            let mut traced = trace(source, to, protocol, iif);
             let expected_drop = traced == [Fate::Drop];
             let tries = if expected_drop { 1 } else { 30 };
             let mut seen = std::collections::BTreeSet::new();

@@ -1,0 +1,141 @@
+//! A proxy mode's kernel rules, planned from a state by the planners `run`
+//! applies: what `kproxy trace` walks and `kproxy render` prints. The one
+//! `match` over the mode for both commands: a mode without kernel rules
+//! (userspace) is an error here, never another mode's answer.
+
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use kproxy_config::{Config, ProxyMode};
+use kproxy_model::{Changes, IpFamily, ProxyState};
+use kproxy_nftables::trace::{Packet, Trace};
+
+use crate::UsageError;
+
+/// The planner settings of a mode with kernel rules, resolved from the
+/// configuration as `run` resolves them.
+#[derive(Clone, Debug)]
+pub enum Rules {
+    Nftables(kproxy_nftables::PlanConfig),
+    Iptables(kproxy_iptables::PlanConfig),
+    Ipvs { plan: kproxy_ipvs::PlanConfig, companion: kproxy_nftables::PlanConfig },
+}
+
+/// What `render` prints: the rules, and what the planner could not program.
+pub struct Rendered {
+    pub text: String,
+    pub skipped: Vec<String>,
+}
+
+impl Rules {
+    /// The rules of `mode` under `config`; the userspace mode has none.
+    pub fn of(mode: ProxyMode, config: &Config) -> anyhow::Result<Rules> {
+        Ok(match mode {
+            ProxyMode::Nftables => Rules::Nftables(crate::mode::nftables_config(config)),
+            ProxyMode::Iptables => Rules::Iptables(crate::mode::iptables_config(config)?.plan),
+            ProxyMode::Ipvs => {
+                let ipvs = crate::mode::ipvs_config(config)?;
+                Rules::Ipvs { plan: ipvs.plan, companion: ipvs.companion }
+            }
+            ProxyMode::Userspace => return Err(UsageError(NO_KERNEL_RULES.into()).into()),
+        })
+    }
+
+    /// Walks `packet` through the rules planned from `state`.
+    pub fn trace(&self, state: &ProxyState, packet: &Packet) -> anyhow::Result<Trace> {
+        let family = IpFamily::of(&packet.daddr);
+        Ok(match self {
+            Rules::Nftables(config) => {
+                kproxy_nftables::trace::trace(&kproxy_nftables::table(state, family, config), family, packet)
+            }
+            Rules::Iptables(config) => {
+                let planned = kproxy_iptables::plan(state, family, config, None);
+                kproxy_iptables::trace::trace(&planned, packet).context("tracing the iptables payload")?
+            }
+            Rules::Ipvs { plan, companion } => {
+                let planned = kproxy_ipvs::plan(state, plan);
+                let table = kproxy_ipvs::companion::table(state, &planned, family, &companion.resolved(&state.node));
+                kproxy_ipvs::trace::trace(&planned, &table, family, packet)
+            }
+        })
+    }
+
+    /// The rules of a first full sync from `state`, as text: an `nft -f`
+    /// script (nftables), `iptables-restore --noflush` payloads with the
+    /// jump rules (iptables), or the virtual servers in `ipvsadm-save`
+    /// syntax followed by the companion table's `nft -f` script (ipvs).
+    pub fn render(&self, state: &ProxyState) -> Rendered {
+        match self {
+            Rules::Nftables(config) => {
+                let planned = kproxy_nftables::plan(state, &Changes::default(), true, config, None);
+                Rendered { text: kproxy_nftables::render::plan(&planned.plan), skipped: planned.skips }
+            }
+            Rules::Iptables(config) => render_iptables(state, config),
+            Rules::Ipvs { plan, companion } => {
+                let planned = kproxy_ipvs::plan(state, plan);
+                let mut text = String::from("# IPVS virtual servers (ipvsadm -R)\n");
+                text.push_str(&kproxy_ipvs::render::save(&planned));
+                let config = companion.resolved(&state.node);
+                let families = IpFamily::ALL
+                    .into_iter()
+                    .map(|family| {
+                        let table = kproxy_ipvs::companion::table(state, &planned, family, &config);
+                        let ops = kproxy_ipvs::companion::ops(None, &table);
+                        kproxy_nftables::FamilyPlan { family: Some(family), ops }
+                    })
+                    .collect();
+                let script = kproxy_nftables::Plan { full: true, families };
+                let _ = writeln!(text, "# the companion table {} (nft -f)", kproxy_ipvs::companion::TABLE);
+                text.push_str(&kproxy_nftables::render::plan_of(kproxy_ipvs::companion::TABLE, &script));
+                Rendered { text, skipped: planned.rejected.iter().map(ToString::to_string).collect() }
+            }
+        }
+    }
+}
+
+/// Why `trace` and `render` refuse the userspace mode.
+pub const NO_KERNEL_RULES: &str =
+    "the userspace mode proxies through kproxy's own sockets and programs no kernel rules: nothing to trace or render";
+
+/// Each family's payload of a first full sync, for `iptables-restore
+/// --noflush` (`ip6tables-restore` for IPv6), and the jump rules `run`
+/// ensures from the built-in chains.
+fn render_iptables(state: &ProxyState, config: &kproxy_iptables::PlanConfig) -> Rendered {
+    let mut text = String::new();
+    let mut skipped = Vec::new();
+    for family in IpFamily::ALL {
+        let planned = kproxy_iptables::plan(state, family, config, None);
+        let tool = match family {
+            IpFamily::V4 => "iptables",
+            IpFamily::V6 => "ip6tables",
+        };
+        let _ = writeln!(text, "# {family}: {tool}-restore --noflush");
+        text.push_str(&planned.payload.render());
+        let _ = writeln!(text, "# {family}: jump rules ({tool} -C, else -I)");
+        for jump in &planned.jump_rules {
+            let args: Vec<String> = jump.args.iter().map(|a| quoted(a)).collect();
+            let _ = writeln!(text, "# -t {} -I {} {}", jump.table.as_str(), jump.chain, args.join(" "));
+        }
+        skipped.extend(planned.skips);
+    }
+    Rendered { text, skipped }
+}
+
+/// `arg` as a shell word: in double quotes (as `iptables-save` writes
+/// comments) when it has white space or shell metacharacters, so that a
+/// jump rule line can be run as printed. Jump rule arguments are kproxy's
+/// own constants (chain names, matches, comments of plain words).
+fn quoted(arg: &str) -> String {
+    if !arg.is_empty() && !arg.chars().any(|c| c.is_whitespace() || "\"'\\$`;&|<>()*?[]#~{}".contains(c)) {
+        return arg.to_owned();
+    }
+    let mut out = String::from('"');
+    for c in arg.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}

@@ -19,6 +19,7 @@ mod config;
 mod defaults;
 mod document;
 mod duration;
+mod effective;
 mod error;
 mod flags;
 mod overlay;
@@ -33,6 +34,7 @@ pub use config::{
     ProxyMode,
 };
 pub use duration::{GoDuration, ParseDurationError};
+pub use effective::{GROUP_NAME, configz, not_in_document, to_json, to_yaml};
 pub use error::ConfigError;
 pub use flags::Flags;
 
@@ -58,6 +60,9 @@ pub struct Loaded {
     pub config: Config,
     /// Settings that were given but are not acted on; the caller logs them.
     pub warnings: Vec<Warning>,
+    /// The same configuration as a `KubeProxyConfiguration` document, every
+    /// field with the value in effect (see [`to_yaml`] and [`configz`]).
+    pub document: wire::KubeProxyConfiguration,
 }
 
 /// Reads the configuration: the file's text (YAML or JSON) if there is
@@ -71,6 +76,8 @@ pub fn load(file: Option<&str>, flags: &Flags) -> Result<Loaded, ConfigError> {
         None => (wire::KubeProxyConfiguration::default(), Vec::new()),
     };
     defaults::apply(&mut wire);
+    wire::API_VERSION.clone_into(&mut wire.api_version);
+    wire::KIND.clone_into(&mut wire.kind);
     let overlay = overlay::apply(flags, &mut wire, file.is_some())?;
     let config = resolve::resolve(&wire, &overlay)?;
     // A mode-specific warning about a setting says more than the generic
@@ -78,5 +85,5 @@ pub fn load(file: Option<&str>, flags: &Flags) -> Result<Loaded, ConfigError> {
     let mut warnings = support::warnings(&present, &flags.given());
     warnings.retain(|w| !overlay.warnings.iter().any(|o| o.name == w.name));
     warnings.extend(overlay.warnings);
-    Ok(Loaded { config, warnings })
+    Ok(Loaded { config, warnings, document: wire })
 }

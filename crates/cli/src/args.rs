@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// A Kubernetes service proxy: programs this node so that Services'
 /// virtual addresses balance across their pods.
 #[derive(Debug, Parser)]
-#[command(name = "kproxy", version, max_term_width = 100)]
+#[command(name = "kproxy", version = crate::version_cmd::LONG_VERSION, max_term_width = 100)]
 pub struct Cli {
     /// Remove every proxy mode's rules from this node, kproxy's and
     /// kube-proxy's (nftables tables, iptables chains of both backends,
@@ -42,6 +42,24 @@ pub enum Command {
     /// connection counts (counted by the userspace mode; `-` where the
     /// kernel modes cannot tell). Reads `/list` of its metrics address.
     List(ListArgs),
+    /// Print kproxy's version, the git commit and the build date.
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: VersionOutput,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum VersionOutput {
+    /// One `name: value` line each.
+    #[default]
+    Text,
+    /// `{"version":..,"gitCommit":..,"buildDate":..}`.
+    Json,
 }
 
 #[derive(Debug, Args)]

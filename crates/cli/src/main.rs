@@ -20,6 +20,7 @@ mod setup;
 mod state_cmd;
 mod table;
 mod trace_cmd;
+mod version_cmd;
 
 use std::process::ExitCode;
 
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
         _ if cli.cleanup => cleanup_cmd::everything(&kproxy_config::Config::default()),
         None => {
             eprintln!(
-                "kproxy: a command is required (run, state, render, trace, cleanup, demo, list); see kproxy --help"
+                "kproxy: a command is required (run, state, render, trace, cleanup, demo, list, version); see kproxy --help"
             );
             return ExitCode::from(EXIT_USAGE);
         }
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Some(Command::Cleanup(args)) => cleanup_cmd::cleanup(args),
         Some(Command::Demo(args)) => demo::demo(args),
         Some(Command::List(args)) => list_cmd::list(args),
+        Some(Command::Version(args)) => version_cmd::version(&args),
     };
     match result {
         Ok(code) => code,

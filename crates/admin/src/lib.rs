@@ -16,4 +16,4 @@ pub mod router;
 pub use health::{Clock, Health, HealthReport, SystemClock};
 pub use health_check::{HealthCheck, HealthChecks, serve_health_checks};
 pub use metrics::Metrics;
-pub use router::{AdminState, health_router, metrics_router};
+pub use router::{AdminState, configz_router, health_router, metrics_router};

@@ -105,6 +105,12 @@ pub struct RunArgs {
     /// `--cleanup`; see `kproxy cleanup`) and exit instead of running.
     #[arg(long)]
     pub cleanup: bool,
+
+    /// Write the effective configuration (the file, upstream's defaults
+    /// and the flags) to FILE as a KubeProxyConfiguration, then exit
+    /// (JSON if FILE ends in `.json`, else YAML).
+    #[arg(long, value_name = "FILE")]
+    pub write_config_to: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]

@@ -8,6 +8,7 @@ mod args;
 mod claim;
 mod cleanup_cmd;
 mod coexist;
+mod config_out;
 mod demo;
 mod host;
 mod kernel_settings;

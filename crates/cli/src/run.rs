@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kproxy_admin::{
-    AdminState, Health, HealthChecks, Metrics, SystemClock, health_router, metrics_router, serve_health_checks,
+    AdminState, Health, HealthChecks, Metrics, SystemClock, configz_router, health_router, metrics_router,
+    serve_health_checks,
 };
 use kproxy_config::{Config, ProxyMode};
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
@@ -20,7 +21,7 @@ use tracing::{error, info, warn};
 
 use crate::UsageError;
 use crate::args::RunArgs;
-use crate::setup::{connection, load_config, state_config};
+use crate::setup::{connection, state_config};
 
 /// Logs to stderr, as text or one JSON object per line (`logging.format`).
 /// `-v` follows klog's habit: 0-1 info, 2-3 debug, 4+ trace; `RUST_LOG`
@@ -52,7 +53,12 @@ enum Source {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(&args.common)?;
+    let loaded = crate::setup::load(&args.common)?;
+    if let Some(path) = &args.write_config_to {
+        return crate::config_out::write(path, &loaded, &args.common.flags);
+    }
+    let configz = kproxy_config::configz(&loaded.document);
+    let config = loaded.config;
     if args.cleanup {
         return crate::cleanup_cmd::everything(&config);
     }
@@ -75,7 +81,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
-    runtime.block_on(serve(config, source, dataplane, Modes { semantics, programmed, support }, args.once))
+    let modes = Modes { semantics, programmed, support };
+    runtime.block_on(serve(config, configz, source, dataplane, modes, args.once))
 }
 
 /// The mode whose semantics the state follows (a dry run: the configured
@@ -90,6 +97,7 @@ struct Modes {
 
 async fn serve(
     config: Config,
+    configz: String,
     source: Source,
     dataplane: Box<dyn Dataplane>,
     modes: Modes,
@@ -156,7 +164,8 @@ async fn serve(
             listen(addr, health_router(admin.clone()), "healthz", config.bind_address_hard_fail).await?;
         }
         if let Some(addr) = config.metrics_bind_address {
-            listen(addr, metrics_router(admin.clone()), "metrics", config.bind_address_hard_fail).await?;
+            let router = metrics_router(admin.clone()).merge(configz_router(configz));
+            listen(addr, router, "metrics", config.bind_address_hard_fail).await?;
         }
     }
 

@@ -15,6 +15,11 @@ use crate::args::Common;
 /// logging at the configured verbosity, and logs the warnings for settings
 /// kproxy does not implement.
 pub fn load_config(common: &Common) -> anyhow::Result<Config> {
+    load(common).map(|loaded| loaded.config)
+}
+
+/// [`load_config`], with the effective configuration as a document too.
+pub fn load(common: &Common) -> anyhow::Result<kproxy_config::Loaded> {
     let text = match &common.config {
         Some(path) => {
             Some(std::fs::read_to_string(path).with_context(|| format!("--config {}: cannot read", path.display()))?)
@@ -29,7 +34,7 @@ pub fn load_config(common: &Common) -> anyhow::Result<Config> {
     for warning in &loaded.warnings {
         warn!(setting = %warning, "configuration setting has no effect");
     }
-    Ok(loaded.config)
+    Ok(loaded)
 }
 
 /// This node's name: `hostnameOverride`, else the host name.

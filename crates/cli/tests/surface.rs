@@ -70,3 +70,159 @@ fn version_command_prints_the_same_in_text_and_json() {
         assert_eq!(json["gitCommit"], String::from_utf8_lossy(&head.stdout).trim(), "{json}");
     }
 }
+
+#[test]
+fn write_config_to_writes_a_file_that_config_reads_back_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.yaml");
+    let out = kproxy(&[
+        "run",
+        "--proxy-mode",
+        "ipvs",
+        "--cluster-cidr",
+        "10.244.0.0/16",
+        "--hostname-override",
+        "node-a",
+        "--conntrack-min",
+        "1000",
+        "--write-config-to",
+        &first.display().to_string(),
+    ]);
+    // No source, no root needed: it only writes and exits.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&first).unwrap();
+    assert!(text.starts_with("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"), "{text}");
+    for line in ["mode: ipvs", "clusterCIDR: 10.244.0.0/16", "hostnameOverride: node-a", "  min: 1000"] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+
+    // Read back and written again (as JSON this time): the same document.
+    let second = dir.path().join("second.json");
+    let out =
+        kproxy(&["run", "--config", &first.display().to_string(), "--write-config-to", &second.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("has no effect"), "a written file warns about nothing:\n{}", stderr(&out));
+    let first: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let second: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&second).unwrap()).unwrap();
+    assert_eq!(first, second);
+}
+
+#[test]
+fn write_config_to_names_the_flags_a_file_cannot_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yaml").display().to_string();
+    let out = kproxy(&["run", "--service-cidrs", "10.96.0.0/12", "--write-config-to", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(log.contains("--service-cidrs") && log.contains("no field for this flag"), "{log}");
+}
+
+#[test]
+fn write_config_to_an_unwritable_place_fails_naming_it() {
+    let out = kproxy(&["run", "--write-config-to", "/nonexistent/dir/c.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("kproxy: --write-config-to /nonexistent/dir/c.yaml: cannot write"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+mod running {
+    //! A `kproxy run --dry-run` process and its admin endpoints.
+
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    pub fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
+    /// `GET path` on 127.0.0.1:port: (status, body), or None if not answering.
+    pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let status = response.split(' ').nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n")?.1.to_owned();
+        Some((status, body))
+    }
+
+    /// Polls `GET path` for at most 20 s until it answers 200.
+    pub fn eventually_ok(port: u16, path: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some((200, body)) = get(port, path) {
+                return body;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("no 200 from {path} on port {port}");
+    }
+
+    /// Kills the child (by its own handle) when the test ends.
+    pub struct Running(pub Child);
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// `kproxy run ARGS` with health and metrics on free loopback ports.
+    pub fn start(args: &[&str]) -> (Running, u16, u16) {
+        let (healthz, metrics) = (free_port(), free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
+            .arg("run")
+            .args(args)
+            .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        (Running(child), healthz, metrics)
+    }
+}
+
+#[test]
+fn configz_serves_the_document_write_config_to_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "c.yaml",
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\nnftables:\n  syncPeriod: 1m\n",
+    );
+    let config = config.display().to_string();
+    let (_kproxy, healthz, metrics) =
+        running::start(&["--manifests", &example(), "--config", &config, "--hostname-override", "node-a", "--dry-run"]);
+    let body = running::eventually_ok(metrics, "/configz");
+    let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let document = &served["kubeproxy.config.k8s.io"];
+    assert_eq!(document["nftables"]["syncPeriod"], "1m0s", "{body}");
+
+    // The same flags with --write-config-to write the same document, but
+    // for the servers' addresses, which the test chose.
+    let written = dir.path().join("w.json");
+    let out = kproxy(&[
+        "run",
+        "--config",
+        &config,
+        "--hostname-override",
+        "node-a",
+        "--healthz-bind-address",
+        &format!("127.0.0.1:{healthz}"),
+        "--metrics-bind-address",
+        &format!("127.0.0.1:{metrics}"),
+        "--write-config-to",
+        &written.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
+    assert_eq!(document, &written);
+}

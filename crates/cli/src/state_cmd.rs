@@ -45,7 +45,7 @@ pub fn load_state(common: &Common) -> anyhow::Result<Loaded> {
     for error in &reload.errors {
         eprintln!("error: {error}");
     }
-    for warning in &reload.warnings {
+    for warning in reload.warnings.iter().chain(&reload.unknown_fields) {
         eprintln!("warning: {warning}");
     }
     for kept in &reload.kept {

@@ -226,3 +226,32 @@ fn configz_serves_the_document_write_config_to_writes() {
     let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
     assert_eq!(document, &written);
 }
+
+#[test]
+fn state_names_unknown_manifest_fields_and_serves_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = |name: &str, ip_key: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec: {{{ip_key}: 10.96.0.1, ports: [{{port: 80{extra}}}]}}\n"
+        )
+    };
+    write(dir.path(), "a.yaml", &service("typo", "clusterIp", ""));
+    write(dir.path(), "b.yaml", &service("extra", "clusterIP", ", tagretPort: 8080"));
+    let out = kproxy(&["state", "--manifests", &dir.path().display().to_string(), "--hostname-override", "n"]);
+    // A skipped document makes `state` exit 1; the rest is still printed.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(
+        log.contains(
+            "Service default/typo: spec.clusterIp: unknown field (did you mean clusterIP?); spec.clusterIP: must be set"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("warning: ")
+            && log
+                .contains("Service default/extra: spec.ports[0].tagretPort: unknown field (did you mean targetPort?)"),
+        "{log}"
+    );
+    assert!(stdout(&out).lines().any(|l| l.starts_with("default/extra ")), "{}", stdout(&out));
+}

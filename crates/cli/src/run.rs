@@ -73,6 +73,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // A dry run computes what the configured mode would program.
     let semantics = mode.or(config.mode);
     crate::setup::check_node_port_addresses(&config, semantics);
+    crate::setup::check_local_detection(&config);
     // Before the mode is built: the nftables planner reads tcp_be_liberal.
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
@@ -126,6 +127,8 @@ async fn serve(
     let metrics = Arc::new(metrics);
     let health = Arc::new(Health::new(config.sync_period * 2));
     let (events_tx, events) = mpsc::channel(1024);
+    let origin = if matches!(source, Source::Kube(_)) { "API server" } else { "manifests" };
+    let events = crate::node_check::follow(events, config.hostname_override.as_deref(), origin);
     let source = match source {
         Source::Manifests(folder) => {
             let counters = SourceCounters {

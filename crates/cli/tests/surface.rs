@@ -255,3 +255,67 @@ fn state_names_unknown_manifest_fields_and_serves_the_rest() {
     );
     assert!(stdout(&out).lines().any(|l| l.starts_with("default/extra ")), "{}", stdout(&out));
 }
+
+#[test]
+fn a_non_root_start_says_nothing_will_be_programmed_and_healthz_shows_the_dry_run() {
+    use std::os::unix::process::CommandExt;
+    let (healthz, metrics) = (running::free_port(), running::free_port());
+    let log = tempfile::NamedTempFile::new().unwrap();
+    // As root the test drops to nobody; as anyone else it already is not root.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kproxy"));
+    command
+        .args(["run", "--manifests", &example(), "--hostname-override", "node-a"])
+        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
+        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().unwrap());
+    if is_root() {
+        command.uid(65534).gid(65534);
+    }
+    let kproxy = running::Running(command.spawn().unwrap());
+    let body = running::eventually_ok(healthz, "/healthz");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["mode"], "dry-run", "{body}");
+    let livez: serde_json::Value = serde_json::from_str(&running::eventually_ok(healthz, "/livez")).unwrap();
+    assert_eq!(livez["mode"], "dry-run");
+    drop(kproxy);
+    let log = std::fs::read_to_string(log.path()).unwrap();
+    assert!(
+        log.contains("not running as root: falling back to a dry run; nothing will be programmed on this node"),
+        "{log}"
+    );
+}
+
+fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1)) == Some("0")
+}
+
+#[test]
+fn an_empty_cluster_cidr_with_the_cluster_cidr_detector_is_a_warning() {
+    let dir = example();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--manifests", dir.as_str(), "--dry-run", "--once"];
+        args.extend_from_slice(extra);
+        let out = kproxy(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let off = "local traffic detection is off";
+    assert!(run(&[]).contains(off));
+    assert!(!run(&["--cluster-cidr", "10.244.0.0/16"]).contains(off));
+    assert!(!run(&["--detect-local-mode", "NodeCIDR"]).contains(off));
+}
+
+#[test]
+fn a_hostname_override_naming_no_node_object_is_a_warning() {
+    let warned = |node: &str| {
+        let out = kproxy(&["run", "--manifests", &example(), "--hostname-override", node, "--dry-run", "--once"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stderr(&out).contains("--hostname-override names a node that no Node object has")
+    };
+    // examples/basic has Nodes node-a and node-b.
+    assert!(!warned("node-a"));
+    assert!(warned("node-z"));
+}

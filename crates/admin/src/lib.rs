@@ -19,4 +19,4 @@ pub use health::{Clock, Health, HealthReport, SystemClock};
 pub use health_check::{HealthCheck, HealthChecks, serve_health_checks};
 pub use inspect::{Inspect, InspectError, StateOutput, TraceQuery, inspect_router};
 pub use metrics::Metrics;
-pub use router::{AdminState, health_router, metrics_router};
+pub use router::{AdminState, configz_router, health_router, metrics_router};

@@ -35,6 +35,21 @@ pub fn health_router(state: Arc<AdminState>) -> Router {
     Router::new().route("/healthz", get(healthz)).route("/livez", get(livez)).with_state(state)
 }
 
+/// `/configz`: upstream's body, `{"kubeproxy.config.k8s.io": {..}}` (made
+/// by `kproxy_config::configz`), served as upstream's configz serves it.
+/// Merged into the metrics router by the binary.
+pub fn configz_router(body: String) -> Router {
+    let body: Arc<str> = body.into();
+    let handler = move || {
+        let body = body.clone();
+        async move {
+            let headers = [(header::CONTENT_TYPE, "application/json"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")];
+            (headers, body.to_string()).into_response()
+        }
+    };
+    Router::new().route("/configz", get(handler))
+}
+
 /// `/metrics`, `/state`, `/proxyMode` and the health endpoints again, for
 /// operators (bound to loopback by default).
 pub fn metrics_router(state: Arc<AdminState>) -> Router {
@@ -49,7 +64,9 @@ pub fn metrics_router(state: Arc<AdminState>) -> Router {
 }
 
 /// Upstream's body: `{"lastUpdated":..,"currentTime":..,"nodeEligible":..,
-/// "healthy":..,"status":{..}}`; `nodeEligible` only on `/healthz`.
+/// "healthy":..,"status":{..}}`; `nodeEligible` only on `/healthz`. kproxy
+/// adds `mode`, the running dataplane (`dry-run` when nothing is
+/// programmed), after upstream's fields.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct HealthBody {
@@ -65,6 +82,8 @@ struct HealthBody {
     /// What of the source is lost, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     source_error: Option<String>,
+    /// kproxy: the running dataplane, as `/proxyMode` names it.
+    mode: String,
 }
 
 async fn healthz(State(admin): State<Arc<AdminState>>) -> Response {
@@ -92,6 +111,7 @@ fn health_response(admin: &AdminState, with_node: bool) -> Response {
         healthy,
         degraded: with_node && !report.source_current,
         source_error: report.source_error.filter(|_| with_node),
+        mode: admin.mode.clone(),
     };
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let counter = if with_node { &admin.metrics.healthz_total } else { &admin.metrics.livez_total };

@@ -64,7 +64,7 @@ async fn healthz_is_ok_with_the_upstream_body() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
-        r#"{"lastUpdated":"2027-01-15T08:00:00Z","currentTime":"2027-01-15T08:00:00Z","nodeEligible":true,"healthy":true}"#
+        r#"{"lastUpdated":"2027-01-15T08:00:00Z","currentTime":"2027-01-15T08:00:00Z","nodeEligible":true,"healthy":true,"mode":"dry-run"}"#
     );
 }
 
@@ -165,6 +165,6 @@ async fn healthz_answers_over_a_real_socket() {
     stream.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     assert!(response.to_ascii_lowercase().contains("content-type: application/json"), "{response}");
-    assert!(response.ends_with(r#""healthy":true}"#), "{response}");
+    assert!(response.ends_with(r#""healthy":true,"mode":"dry-run"}"#), "{response}");
     server.abort();
 }

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// A Kubernetes service proxy: programs this node so that Services'
 /// virtual addresses balance across their pods.
 #[derive(Debug, Parser)]
-#[command(name = "kproxy", version, max_term_width = 100)]
+#[command(name = "kproxy", version = crate::version_cmd::LONG_VERSION, max_term_width = 100)]
 pub struct Cli {
     /// Remove every proxy mode's rules from this node, kproxy's and
     /// kube-proxy's (nftables tables, iptables chains of both backends,
@@ -49,6 +49,24 @@ pub enum Command {
     /// kernel modes cannot tell). Reads `/list` of its metrics address;
     /// with --manifests or --kubeconfig, lists the state planned from them.
     List(ListArgs),
+    /// Print kproxy's version, the git commit and the build date.
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: VersionOutput,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum VersionOutput {
+    /// One `name: value` line each.
+    #[default]
+    Text,
+    /// `{"version":..,"gitCommit":..,"buildDate":..}`.
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -107,6 +125,12 @@ pub struct RunArgs {
     /// `--cleanup`; see `kproxy cleanup`) and exit instead of running.
     #[arg(long)]
     pub cleanup: bool,
+
+    /// Write the effective configuration (the file, upstream's defaults
+    /// and the flags) to FILE as a KubeProxyConfiguration, then exit
+    /// (JSON if FILE ends in `.json`, else YAML).
+    #[arg(long, value_name = "FILE")]
+    pub write_config_to: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]

@@ -9,6 +9,7 @@ mod claim;
 mod cleanup_cmd;
 mod cluster;
 mod coexist;
+mod config_out;
 mod demo;
 mod host;
 mod inspector;
@@ -17,6 +18,7 @@ mod leftovers;
 mod list_cmd;
 mod live;
 mod mode;
+mod node_check;
 mod render_cmd;
 mod rules;
 mod run;
@@ -26,6 +28,7 @@ mod state_cmd;
 mod support_check;
 mod table;
 mod trace_cmd;
+mod version_cmd;
 
 use std::process::ExitCode;
 
@@ -62,7 +65,7 @@ fn main() -> ExitCode {
         _ if cli.cleanup => cleanup_cmd::everything(&kproxy_config::Config::default()),
         None => {
             eprintln!(
-                "kproxy: a command is required (run, state, render, trace, cleanup, demo, list); see kproxy --help"
+                "kproxy: a command is required (run, state, render, trace, cleanup, demo, list, version); see kproxy --help"
             );
             return ExitCode::from(EXIT_USAGE);
         }
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Some(Command::Cleanup(args)) => cleanup_cmd::cleanup(args),
         Some(Command::Demo(args)) => demo::demo(args),
         Some(Command::List(args)) => list_cmd::list(args),
+        Some(Command::Version(args)) => version_cmd::version(&args),
     };
     match result {
         Ok(code) => code,

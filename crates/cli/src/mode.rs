@@ -56,7 +56,8 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
         None if is_root() => Ok(Some(ProxyMode::Nftables)),
         None => {
             warn!(
-                "not running as root: nothing can be programmed; running as --dry-run (--proxy-mode userspace proxies through this process instead)"
+                fallback = "dry-run",
+                "not running as root: falling back to a dry run; nothing will be programmed on this node (no rules, no routes), the state is only computed and served on /state; run as root (CAP_NET_ADMIN) to program it, or pass --proxy-mode userspace to proxy through this process"
             );
             Ok(None)
         }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use kproxy_admin::{
-    AdminState, Health, HealthChecks, Metrics, SystemClock, health_router, metrics_router, serve_health_checks,
+    AdminState, Health, HealthChecks, Metrics, SystemClock, configz_router, health_router, metrics_router,
+    serve_health_checks,
 };
 use kproxy_config::{Config, ProxyMode};
 use kproxy_dataplane::{Dataplane, Runner, RunnerConfig, RunnerHandles};
@@ -20,7 +21,7 @@ use tracing::{error, info, warn};
 
 use crate::UsageError;
 use crate::args::RunArgs;
-use crate::setup::{connection, load_config, state_config};
+use crate::setup::{connection, state_config};
 
 /// Logs to stderr, as text or one JSON object per line (`logging.format`).
 /// `-v` follows klog's habit: 0-1 info, 2-3 debug, 4+ trace; `RUST_LOG`
@@ -52,7 +53,12 @@ enum Source {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = load_config(&args.common)?;
+    let loaded = crate::setup::load(&args.common)?;
+    if let Some(path) = &args.write_config_to {
+        return crate::config_out::write(path, &loaded, &args.common.flags);
+    }
+    let configz = kproxy_config::configz(&loaded.document);
+    let config = loaded.config;
     if args.cleanup {
         return crate::cleanup_cmd::everything(&config);
     }
@@ -67,6 +73,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // A dry run computes what the configured mode would program.
     let semantics = mode.or(config.mode);
     crate::setup::check_node_port_addresses(&config, semantics);
+    crate::setup::check_local_detection(&config);
     // Before the mode is built: the nftables planner reads tcp_be_liberal.
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
@@ -76,7 +83,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
     let modes = Modes { semantics, programmed, running: mode, support };
-    runtime.block_on(serve(config, source, dataplane, modes, args.once))
+    runtime.block_on(serve(config, configz, source, dataplane, modes, args.once))
 }
 
 /// The mode whose semantics the state follows (a dry run: the configured
@@ -93,6 +100,7 @@ struct Modes {
 
 async fn serve(
     config: Config,
+    configz: String,
     source: Source,
     dataplane: Box<dyn Dataplane>,
     modes: Modes,
@@ -121,6 +129,8 @@ async fn serve(
     let metrics = Arc::new(metrics);
     let health = Arc::new(Health::new(config.sync_period * 2));
     let (events_tx, events) = mpsc::channel(1024);
+    let origin = if matches!(source, Source::Kube(_)) { "API server" } else { "manifests" };
+    let events = crate::node_check::follow(events, config.hostname_override.as_deref(), origin);
     let source = match source {
         Source::Manifests(folder) => {
             let counters = SourceCounters {
@@ -161,7 +171,9 @@ async fn serve(
         }
         if let Some(addr) = config.metrics_bind_address {
             let inspector = Arc::new(crate::inspector::Inspector::new(&config, modes.running, applied.subscribe()));
-            let router = metrics_router(admin.clone()).merge(kproxy_admin::inspect_router(inspector));
+            let router = metrics_router(admin.clone())
+                .merge(kproxy_admin::inspect_router(inspector))
+                .merge(configz_router(configz));
             listen(addr, router, "metrics", config.bind_address_hard_fail).await?;
         }
     }

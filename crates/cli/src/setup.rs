@@ -20,6 +20,11 @@ const UNSET_MODE: ProxyMode = ProxyMode::Nftables;
 /// logging at the configured verbosity, and logs the warnings for settings
 /// kproxy or the configured mode (else [`UNSET_MODE`]) does not act on.
 pub fn load_config(common: &Common) -> anyhow::Result<Config> {
+    load(common).map(|loaded| loaded.config)
+}
+
+/// [`load_config`], with the effective configuration as a document too.
+pub fn load(common: &Common) -> anyhow::Result<kproxy_config::Loaded> {
     let text = match &common.config {
         Some(path) => {
             Some(std::fs::read_to_string(path).with_context(|| format!("--config {}: cannot read", path.display()))?)
@@ -37,7 +42,7 @@ pub fn load_config(common: &Common) -> anyhow::Result<Config> {
     for warning in &loaded.warnings {
         warn!(setting = %warning, "configuration setting has no effect");
     }
-    Ok(loaded.config)
+    Ok(loaded)
 }
 
 /// This node's name: `hostnameOverride`, else the host name.
@@ -95,6 +100,26 @@ pub fn check_node_port_addresses(config: &Config, mode: Option<ProxyMode>) {
     }
 }
 
+/// Upstream's startup note when the ClusterCIDR detector has no CIDR
+/// ("Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified
+/// for primary IP family"), as a warning: with no CIDR no traffic counts as
+/// from a local pod, so the rules that depend on it (masquerading traffic
+/// from outside the cluster, short-circuiting pods' traffic to external
+/// IPs) do nothing or apply to everything.
+pub fn check_local_detection(config: &Config) {
+    if let Some(message) = local_detection_off(config) {
+        warn!(detect_local_mode = config.detect_local_mode.as_str(), cluster_cidr = "", "{message}");
+    }
+}
+
+fn local_detection_off(config: &Config) -> Option<&'static str> {
+    let off =
+        config.detect_local_mode == kproxy_config::DetectLocalMode::ClusterCIDR && config.cluster_cidrs.is_empty();
+    off.then_some(
+        "detectLocalMode is ClusterCIDR but no cluster CIDR is set (--cluster-cidr, clusterCIDR): local traffic detection is off",
+    )
+}
+
 /// How to reach the API server: `--kubeconfig` / `clientConnection`, else
 /// in-cluster; `--master` overrides the address.
 pub fn connection(config: &Config) -> kproxy_source::kube::Connection {
@@ -104,5 +129,23 @@ pub fn connection(config: &Config) -> kproxy_source::kube::Connection {
         master: client.master.clone().filter(|m| !m.is_empty()),
         qps: client.qps,
         burst: client.burst,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kproxy_config::{Config, DetectLocalMode};
+
+    use super::local_detection_off;
+
+    #[test]
+    fn the_cluster_cidr_detector_without_a_cidr_says_detection_is_off() {
+        let config = Config::default();
+        assert_eq!(config.detect_local_mode, DetectLocalMode::ClusterCIDR);
+        assert!(local_detection_off(&config).is_some_and(|m| m.contains("local traffic detection is off")));
+        let with_cidr = Config { cluster_cidrs: vec!["10.244.0.0/16".parse().unwrap()], ..Config::default() };
+        assert_eq!(local_detection_off(&with_cidr), None);
+        let other = Config { detect_local_mode: DetectLocalMode::NodeCIDR, ..Config::default() };
+        assert_eq!(local_detection_off(&other), None);
     }
 }

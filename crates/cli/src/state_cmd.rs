@@ -58,7 +58,7 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
     for error in &reload.errors {
         eprintln!("error: {error}");
     }
-    for warning in &reload.warnings {
+    for warning in reload.warnings.iter().chain(&reload.unknown_fields) {
         eprintln!("warning: {warning}");
     }
     for kept in &reload.kept {

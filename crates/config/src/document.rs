@@ -22,7 +22,7 @@ const ROOT: &str = "document";
 pub(crate) struct Document {
     pub config: KubeProxyConfiguration,
     /// Schema paths (`logging.vmodule[].verbosity`) of leaves with a
-    /// non-zero value; see [`is_zero`].
+    /// non-zero value (see [`is_zero`]) other than upstream's default.
     pub present: Vec<String>,
 }
 
@@ -43,7 +43,8 @@ pub(crate) fn parse(text: &str) -> Result<Document, ConfigError> {
     check_type_meta(&map, "apiVersion", API_VERSION)?;
     check_type_meta(&map, "kind", KIND)?;
     let mut present = Vec::new();
-    walk(&map, "", "", &mut present)?;
+    let defaults = default_document();
+    walk(&map, "", "", Some(&defaults), &mut present)?;
     let config = serde_path_to_error::deserialize(Value::Object(map)).map_err(|err| {
         // serde_path_to_error prints the root as ".".
         let path = match err.path().to_string() {
@@ -104,12 +105,34 @@ fn is_zero(value: &Value) -> bool {
     }
 }
 
+/// Upstream's defaults as a document. A file that spells a default out
+/// (as `--write-config-to` writes every field) sets nothing: it changes
+/// nothing, so it never warns.
+fn default_document() -> Value {
+    let mut defaults = KubeProxyConfiguration::default();
+    crate::defaults::apply(&mut defaults);
+    serde_json::to_value(defaults).expect("the wire struct serialises")
+}
+
+/// Whether a file's value is the default: `15m` is `15m0s`, `5` is `5.0`.
+fn same_value(default: &Value, value: &Value) -> bool {
+    match (default, value) {
+        (Value::String(a), Value::String(b)) if a != b => {
+            matches!((crate::duration::parse(a), crate::duration::parse(b)), (Ok(x), Ok(y)) if x == y)
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => default == value,
+    }
+}
+
 /// Rejects unknown keys and records the set leaves. `schema` is the table
-/// path of this mapping, `shown` its path as printed in errors.
+/// path of this mapping, `shown` its path as printed in errors, `defaults`
+/// upstream's defaults for it (none inside lists).
 fn walk(
     map: &serde_json::Map<String, Value>,
     schema: &str,
     shown: &str,
+    defaults: Option<&Value>,
     present: &mut Vec<String>,
 ) -> Result<(), ConfigError> {
     let allowed = support::children(schema);
@@ -125,17 +148,18 @@ fn walk(
             });
         };
         let schema_key = join(schema, key);
+        let default = defaults.and_then(|d| d.get(key));
         // A value of the wrong shape is left for the typed decoder to report.
         match (shape, value) {
-            (Shape::Object, Value::Object(inner)) => walk(inner, &schema_key, &shown_key, present)?,
+            (Shape::Object, Value::Object(inner)) => walk(inner, &schema_key, &shown_key, default, present)?,
             (Shape::ObjectList, Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
                     if let Value::Object(inner) = item {
-                        walk(inner, &format!("{schema_key}[]"), &format!("{shown_key}[{i}]"), present)?;
+                        walk(inner, &format!("{schema_key}[]"), &format!("{shown_key}[{i}]"), None, present)?;
                     }
                 }
             }
-            _ if !is_zero(value) => present.push(schema_key),
+            _ if !is_zero(value) && !default.is_some_and(|d| same_value(d, value)) => present.push(schema_key),
             _ => {}
         }
     }

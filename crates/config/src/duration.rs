@@ -271,6 +271,13 @@ impl fmt::Display for GoDuration {
     }
 }
 
+/// Written as Go writes `metav1.Duration`: its `String()` ("1m0s").
+impl serde::Serialize for GoDuration {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// `metav1.Duration`: only a JSON string is accepted, so `syncPeriod: 30` fails.
 impl<'de> Deserialize<'de> for GoDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

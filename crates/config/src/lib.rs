@@ -21,6 +21,7 @@ mod config;
 mod defaults;
 mod document;
 mod duration;
+mod effective;
 mod error;
 mod flags;
 mod overlay;
@@ -35,6 +36,7 @@ pub use config::{
     ProxyMode,
 };
 pub use duration::{GoDuration, ParseDurationError};
+pub use effective::{GROUP_NAME, configz, not_in_document, to_json, to_yaml};
 pub use error::ConfigError;
 pub use flags::Flags;
 pub use support::{MODES, Setting, Support, markdown as support_markdown, settings};
@@ -64,6 +66,9 @@ pub struct Loaded {
     /// Settings that were given but are not acted on (in the configured
     /// mode, or the default mode of [`load_with`]); the caller logs them.
     pub warnings: Vec<Warning>,
+    /// The same configuration as a `KubeProxyConfiguration` document, every
+    /// field with the value in effect (see [`to_yaml`] and [`configz`]).
+    pub document: wire::KubeProxyConfiguration,
 }
 
 /// Reads the configuration: the file's text (YAML or JSON) if there is
@@ -85,11 +90,15 @@ pub fn load_with(file: Option<&str>, flags: &Flags, default_mode: Option<ProxyMo
         None => (wire::KubeProxyConfiguration::default(), Vec::new()),
     };
     defaults::apply(&mut wire);
+    wire::API_VERSION.clone_into(&mut wire.api_version);
+    wire::KIND.clone_into(&mut wire.kind);
     let overlay = overlay::apply(flags, &mut wire, file.is_some(), default_mode)?;
     let mut config = resolve::resolve(&wire, &overlay)?;
     let warnings = support::warnings(&present, &flags.given(), config.mode);
     if overlay.default_mode {
+        // The document says what was configured: an unset mode stays unset.
         config.mode = None;
+        wire.mode.clear();
     }
-    Ok(Loaded { config, warnings })
+    Ok(Loaded { config, warnings, document: wire })
 }

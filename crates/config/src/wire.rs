@@ -7,12 +7,16 @@
 //! plain fields read `null` as their default and pointer fields are
 //! `Option`s. `metav1.Duration` is the exception: its decoder parses
 //! `null` as `""` and fails, and [`GoDuration`] does the same.
+//!
+//! Serialising writes what upstream's encoder writes for the same values
+//! (durations as Go duration strings, a whole `qps` as an integer), so a
+//! written document reads back to the same configuration.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::GoDuration;
 use crate::duration;
@@ -32,7 +36,7 @@ where
 }
 
 /// The whole configuration file.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct KubeProxyConfiguration {
     /// Must be [`API_VERSION`].
@@ -114,7 +118,7 @@ pub struct KubeProxyConfiguration {
 }
 
 /// `clientConnection` (component-base `ClientConnectionConfiguration`).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct ClientConnectionConfiguration {
     /// Path of the kubeconfig file; empty means in-cluster.
@@ -127,7 +131,7 @@ pub struct ClientConnectionConfiguration {
     #[serde(deserialize_with = "or_default")]
     pub content_type: String,
     /// Client-side queries per second.
-    #[serde(deserialize_with = "or_default")]
+    #[serde(deserialize_with = "or_default", serialize_with = "go_float")]
     pub qps: f32,
     /// Client-side burst.
     #[serde(deserialize_with = "or_default")]
@@ -135,7 +139,7 @@ pub struct ClientConnectionConfiguration {
 }
 
 /// `logging` (component-base logs `LoggingConfiguration`).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct LoggingConfiguration {
     /// `text` or `json`.
@@ -190,8 +194,25 @@ impl<'de> Deserialize<'de> for FlushFrequency {
     }
 }
 
+impl Serialize for FlushFrequency {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// Go's encoder writes a whole float32 without a fraction (`5`, not `5.0`).
+fn go_float<S: Serializer>(v: &f32, serializer: S) -> Result<S::Ok, S::Error> {
+    // f32 holds every integer up to 2^24 exactly; beyond that, or with a
+    // fraction, it stays a float.
+    if v.fract() == 0.0 && v.abs() < 16_777_216.0 {
+        #[allow(clippy::cast_possible_truncation)]
+        return serializer.serialize_i64(*v as i64);
+    }
+    serializer.serialize_f64(f64::from(*v))
+}
+
 /// One `logging.vmodule` entry.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct VModuleItem {
     /// Glob of source file names.
@@ -203,7 +224,7 @@ pub struct VModuleItem {
 }
 
 /// `logging.options`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields, expecting = "a mapping")]
 pub struct FormatOptions {
     /// Options of the text format.
@@ -215,7 +236,7 @@ pub struct FormatOptions {
 }
 
 /// `logging.options.text` and `logging.options.json`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct OutputRoutingOptions {
     /// Write info messages to stdout and errors to stderr.
@@ -262,8 +283,15 @@ impl<'de> Deserialize<'de> for Quantity {
     }
 }
 
+/// A zero quantity is written as `"0"`, as upstream writes it.
+impl Serialize for Quantity {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(if self.0.is_empty() { "0" } else { &self.0 })
+    }
+}
+
 /// `iptables`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct KubeProxyIPTablesConfiguration {
     /// The fwmark bit for packets to masquerade (iptables and ipvs), 0-31.
@@ -280,7 +308,7 @@ pub struct KubeProxyIPTablesConfiguration {
 }
 
 /// `ipvs`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct KubeProxyIPVSConfiguration {
     /// Full resync period.
@@ -305,7 +333,7 @@ pub struct KubeProxyIPVSConfiguration {
 }
 
 /// `nftables`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct KubeProxyNFTablesConfiguration {
     /// The fwmark bit for packets to masquerade, 0-31.
@@ -320,7 +348,7 @@ pub struct KubeProxyNFTablesConfiguration {
 }
 
 /// `winkernel` (Windows only).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct KubeProxyWinkernelConfiguration {
     /// HNS network name.
@@ -341,7 +369,7 @@ pub struct KubeProxyWinkernelConfiguration {
 }
 
 /// `detectLocal`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct DetectLocalConfiguration {
     /// Bridge of pod traffic in `BridgeInterface` mode.
@@ -353,7 +381,7 @@ pub struct DetectLocalConfiguration {
 }
 
 /// `conntrack`. A zero means "leave the sysctl alone".
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields, expecting = "a mapping")]
 pub struct KubeProxyConntrackConfiguration {
     /// Entries per CPU core; 0 leaves the limit and ignores `min`.

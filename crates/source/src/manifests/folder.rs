@@ -52,6 +52,9 @@ pub struct Reload {
     /// Fields of changed files read leniently, as kube-proxy reads them
     /// (an address with leading zeros), with file and document.
     pub warnings: Vec<String>,
+    /// Unknown fields of served objects in changed files (misspelt, or
+    /// newer than kproxy), with file, document and object; ignored.
+    pub unknown_fields: Vec<String>,
     pub files: usize,
 }
 
@@ -141,6 +144,9 @@ impl Folder {
                 Parsed::Invalid(e) => {
                     failed = true;
                     reload.errors.push(e);
+                }
+                Parsed::Unknown { document, object, field } => {
+                    reload.unknown_fields.push(format!("{}: document {document}: {object}: {field}", path.display()));
                 }
                 Parsed::Skipped { document, kind, .. } => {
                     reload.skipped.push(format!("{}: document {document}: kind {kind}", path.display()));

@@ -7,7 +7,10 @@
 //! `kubectl get -o yaml|json` dump); aliases are limited per object, never
 //! per file. A document that fails to parse or validate is reported with its
 //! file, index, line and object, counted, and skipped; the rest keeps being
-//! served. While a file has errors, objects it used to define and no longer
+//! served. A key an object's type has no field for is named as unknown
+//! (`spec.clusterIp: unknown field (did you mean clusterIP?)`), as kubectl's
+//! strict decoding names it: a warning when the object is served anyway,
+//! the lead of its error when it is not. While a file has errors, objects it used to define and no longer
 //! validly defines are kept, so a typo never drops a running service;
 //! deleting the file removes its objects. Changes are read once they settle,
 //! and at least every `max_wait` while they do not.
@@ -15,6 +18,7 @@
 mod budget;
 mod folder;
 mod parse;
+mod strict;
 mod watch;
 
 use std::fmt;
@@ -22,6 +26,7 @@ use std::path::PathBuf;
 
 pub use folder::{Folder, Reload};
 pub use parse::{Parsed, parse_file};
+pub use strict::UnknownField;
 pub use watch::{ManifestSource, SourceCounters, WatchOptions};
 
 /// Why a folder cannot be used at all.

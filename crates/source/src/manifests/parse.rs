@@ -9,6 +9,7 @@ use kproxy_state::{Object, convert};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::strict::{self, UnknownField};
 use super::{ManifestError, budget};
 
 /// What one document (or one item of a `List`) turned into.
@@ -25,6 +26,15 @@ pub enum Parsed {
     Lenient {
         document: usize,
         warning: convert::FieldWarning,
+    },
+    /// A key the object's type has no field for (`spec.clusterIp`); the
+    /// object is served without it. An object that fails names its
+    /// unknown fields in its error instead.
+    Unknown {
+        document: usize,
+        /// `Service default/web`.
+        object: String,
+        field: UnknownField,
     },
     /// A kind kproxy does not read (Deployment, ConfigMap, ...).
     Skipped {
@@ -102,25 +112,30 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
             match value.get("items").and_then(Value::as_array) {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        let (parsed, warnings) = object(item, doc.index, doc.start_line);
+                        let (parsed, reports) = object(item, doc.index, doc.start_line);
+                        let in_list = |object: String| format!("item {i}, {object}");
                         out.push(match parsed {
                             Parsed::Invalid(mut e) => {
-                                e.object =
-                                    Some(format!("item {i}{}", e.object.map(|o| format!(", {o}")).unwrap_or_default()));
+                                e.object = Some(e.object.map_or_else(|| format!("item {i}"), in_list));
                                 Parsed::Invalid(e)
                             }
                             parsed => parsed,
                         });
-                        out.extend(lenient(doc.index, warnings));
+                        out.extend(reports.into_iter().map(|report| match report {
+                            Parsed::Unknown { document, object, field } => {
+                                Parsed::Unknown { document, object: in_list(object), field }
+                            }
+                            report => report,
+                        }));
                     }
                 }
                 None => out.push(error(doc.start_line, Some("List".into()), "items: must be a list of objects".into())),
             }
             continue;
         }
-        let (parsed, warnings) = object(&value, doc.index, doc.start_line);
+        let (parsed, reports) = object(&value, doc.index, doc.start_line);
         out.push(parsed);
-        out.extend(lenient(doc.index, warnings));
+        out.extend(reports);
     }
     // `object` does not know the file; errors get it here.
     for parsed in &mut out {
@@ -194,14 +209,12 @@ fn describe(value: &Value, kind: &str) -> String {
     }
 }
 
-fn lenient(document: usize, warnings: Vec<convert::FieldWarning>) -> impl Iterator<Item = Parsed> {
-    warnings.into_iter().map(move |warning| Parsed::Lenient { document, warning })
-}
-
 /// One object of a document: dispatch on kind and apiVersion, deserialise,
-/// convert; with the fields read leniently. The returned error's `file` is
-/// filled in by the caller.
-fn object(value: &Value, document: usize, line: usize) -> (Parsed, Vec<convert::FieldWarning>) {
+/// convert; with what to report about the served object (fields read
+/// leniently, unknown fields). Unknown fields of an object that fails lead
+/// its error: a misspelt field is the likely cause of a missing one. The
+/// returned error's `file` is filled in by the caller.
+fn object(value: &Value, document: usize, line: usize) -> (Parsed, Vec<Parsed>) {
     let invalid = |object: Option<String>, reason: String| {
         Parsed::Invalid(ManifestError { file: Default::default(), document, line, object, reason })
     };
@@ -220,31 +233,40 @@ fn object(value: &Value, document: usize, line: usize) -> (Parsed, Vec<convert::
             format!("apiVersion {api_version:?} is not supported for kind {kind} (allowed: {})", expected.join(", "));
         return (invalid(Some(who), reason), Vec::new());
     }
+    let mut unknown = Vec::new();
+    let u = &mut unknown;
     let converted = match kind {
-        "Service" => typed::<Service>(value)
+        "Service" => typed::<Service>(value, u)
             .and_then(|s| convert::service_with_warnings(&s).map(|c| c.map(Object::Service)).map_err(into_reason)),
-        "EndpointSlice" => {
-            typed::<EndpointSlice>(value).and_then(|s| convert::endpoint_slice_with_warnings(&s).map_err(into_reason))
-        }
+        "EndpointSlice" => typed::<EndpointSlice>(value, u)
+            .and_then(|s| convert::endpoint_slice_with_warnings(&s).map_err(into_reason)),
         "Endpoints" => {
-            typed::<Endpoints>(value).and_then(|e| convert::endpoints_with_warnings(&e).map_err(into_reason))
+            typed::<Endpoints>(value, u).and_then(|e| convert::endpoints_with_warnings(&e).map_err(into_reason))
         }
-        "Pod" => typed::<Pod>(value)
+        "Pod" => typed::<Pod>(value, u)
             .and_then(|p| convert::pod_with_warnings(&p).map(|c| c.map(Object::Pod)).map_err(into_reason)),
-        "Node" => typed::<Node>(value)
+        "Node" => typed::<Node>(value, u)
             .and_then(|n| convert::node_with_warnings(&n).map(|c| c.map(Object::Node)).map_err(into_reason)),
-        _ => typed::<ServiceCIDR>(value).and_then(|c| {
+        _ => typed::<ServiceCIDR>(value, u).and_then(|c| {
             convert::service_cidr_with_warnings(&c).map(|c| c.map(Object::ServiceCidr)).map_err(into_reason)
         }),
     };
     match converted {
-        Ok(c) => (Parsed::Object { document, line, object: c.value }, c.warnings),
-        Err(reason) => (invalid(Some(who), reason), Vec::new()),
+        Ok(c) => {
+            let lenient = c.warnings.into_iter().map(|warning| Parsed::Lenient { document, warning });
+            let unknown = unknown.into_iter().map(|field| Parsed::Unknown { document, object: who.clone(), field });
+            (Parsed::Object { document, line, object: c.value }, lenient.chain(unknown).collect())
+        }
+        Err(reason) if unknown.is_empty() => (invalid(Some(who), reason), Vec::new()),
+        Err(reason) => {
+            let unknown: Vec<String> = unknown.iter().map(ToString::to_string).collect();
+            (invalid(Some(who), format!("{}; {reason}", unknown.join("; "))), Vec::new())
+        }
     }
 }
 
-fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value.clone()).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+fn typed<T: DeserializeOwned>(value: &Value, unknown: &mut Vec<UnknownField>) -> Result<T, String> {
+    strict::deserialize(value, unknown)
 }
 
 /// The object is already named by the caller; keep field and reason.

@@ -79,6 +79,9 @@ impl ManifestSource {
         for warning in &reload.warnings {
             warn!(warning = %warning, "field read leniently, as kube-proxy reads it");
         }
+        for unknown in &reload.unknown_fields {
+            warn!(warning = %unknown, "unknown field in a manifest; ignored");
+        }
         for kept in &reload.kept {
             warn!(object = %kept, "file has errors; keeping the object's last valid version until it is fixed");
         }

@@ -65,6 +65,9 @@ struct HealthBody {
     /// What of the source is lost, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     source_error: Option<String>,
+    /// `/healthz` only: why the last sync failed, until one succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_sync_error: Option<String>,
 }
 
 async fn healthz(State(admin): State<Arc<AdminState>>) -> Response {
@@ -92,6 +95,7 @@ fn health_response(admin: &AdminState, with_node: bool) -> Response {
         healthy,
         degraded: with_node && !report.source_current,
         source_error: report.source_error.filter(|_| with_node),
+        last_sync_error: report.sync_error.filter(|_| with_node),
     };
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let counter = if with_node { &admin.metrics.healthz_total } else { &admin.metrics.livez_total };

@@ -13,6 +13,7 @@ mod host;
 mod kernel_settings;
 mod leftovers;
 mod list_cmd;
+mod logging;
 mod mode;
 mod render_cmd;
 mod run;

@@ -54,7 +54,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("clientConnection.qps", "--kube-api-qps", Implemented),
     field("clientConnection.burst", "--kube-api-burst", Implemented),
     field("", "--master", Implemented),
-    field("logging.format", "", Implemented),
+    field("logging.format", "--logging-format", Implemented),
     field("logging.flushFrequency", "", NotYet),
     field("logging.verbosity", "--v", Implemented),
     field("logging.vmodule[].filePattern", "", NotYet),

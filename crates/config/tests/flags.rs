@@ -272,3 +272,13 @@ fn not_implemented_flags_and_fields_warn_and_implemented_ones_do_not() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn logging_format_flag_overrides_the_file_and_is_checked_like_it() {
+    let c = config(Some("logging: {format: text}\n"), &["--logging-format=json"]);
+    assert_eq!(c.logging.format, kproxy_config::LogFormat::Json);
+    let c = config(None, &["--logging-format", "text"]);
+    assert_eq!(c.logging.format, kproxy_config::LogFormat::Text);
+    let err = error(None, &["--logging-format=xml"]);
+    assert!(err.contains("--logging-format") && err.contains("\"xml\""), "{err}");
+}

@@ -180,6 +180,53 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_restore_names_the_line_and_counts_as_a_restore_of_its_family() {
+        use std::os::unix::process::ExitStatusExt;
+        let source = IptablesError::Refused {
+            command: "ip6tables-nft-restore --noflush".into(),
+            status: std::process::ExitStatus::from_raw(256),
+            stderr: "ip6tables-restore: line 7 failed".into(),
+            line: Some(7),
+            offending: Some("-A KUBE-SVC-X -j KUBE-SEP-Y".into()),
+        };
+        let error: Box<dyn Error + Send + Sync> = Box::new(RestoreFailed { family: IpFamily::V6, source });
+        let cause = cause_of(error.as_ref());
+        assert_eq!((cause.reason.as_str(), cause.step), ("refused", FailedStep::Restore));
+        assert_eq!(cause.object.as_deref(), Some("-A KUBE-SVC-X -j KUBE-SEP-Y"));
+        assert_eq!(cause.families, [IpFamily::V6]);
+        assert!(
+            cause.text.starts_with("IPv6 restore failed: `ip6tables-nft-restore --noflush` refused"),
+            "{}",
+            cause.text
+        );
+    }
+
+    #[test]
+    fn ipvs_companion_table_failures_keep_the_kernels_errno() {
+        let inner = NftablesError::Refused {
+            op: "add chain ip kproxy-ipvs x".into(),
+            errno: nix::libc::EEXIST,
+            family: None,
+            reason: "File exists (os error 17)".into(),
+        };
+        let error: Box<dyn Error + Send + Sync> = Box::new(IpvsError::Companion(inner));
+        let cause = cause_of(error.as_ref());
+        assert_eq!((cause.reason.as_str(), cause.step), ("EEXIST", FailedStep::Restore));
+        assert!(
+            cause.text.contains("companion table kproxy-ipvs: the kernel refused the transaction at `add chain"),
+            "{}",
+            cause.text
+        );
+        let error: Box<dyn Error + Send + Sync> = Box::new(IpvsError::Refused {
+            count: 1,
+            total: 3,
+            first: "add service 10.96.0.1:80".into(),
+            errno: Some(nix::libc::EINVAL),
+        });
+        assert_eq!(cause_of(error.as_ref()).reason, "EINVAL");
+    }
+
+    #[test]
     fn an_unknown_error_is_other() {
         let error: Box<dyn Error + Send + Sync> = "the event source stopped".into();
         let cause = cause_of(error.as_ref());

@@ -63,7 +63,9 @@ fn expected(mode: Option<ProxyMode>) -> Vec<Expected> {
     let mut all: Vec<Expected> = [COMMON, PROCESS].concat();
     match mode {
         Some(ProxyMode::Iptables) => all.extend([FULL_AND_PARTIAL, CONNTRACK, IPTABLES].concat()),
-        Some(ProxyMode::Ipvs) => all.extend([CONNTRACK, IPVS].concat()),
+        // kproxy's IPVS mode syncs partially, and says so (upstream's does
+        // not register the two).
+        Some(ProxyMode::Ipvs) => all.extend([FULL_AND_PARTIAL, CONNTRACK, IPVS].concat()),
         Some(ProxyMode::Nftables) => all.extend([FULL_AND_PARTIAL, CONNTRACK, NFTABLES].concat()),
         Some(ProxyMode::Userspace) | None => {}
     }

@@ -15,7 +15,9 @@ enum Modes {
     All,
     /// The kernel modes: iptables, IPVS and nftables.
     Kernel,
-    /// Modes that sync partially and report it.
+    /// Modes that sync partially: iptables and nftables, as upstream's,
+    /// and kproxy's IPVS mode (upstream's IPVS mode always syncs in full
+    /// and does not register the full and partial durations).
     FullAndPartial,
     Only(ProxyMode),
 }
@@ -26,7 +28,7 @@ impl Modes {
             (Modes::All, _) => true,
             (_, None) => false,
             (Modes::Kernel, Some(m)) => m != ProxyMode::Userspace,
-            (Modes::FullAndPartial, Some(m)) => matches!(m, ProxyMode::Iptables | ProxyMode::Nftables),
+            (Modes::FullAndPartial, Some(m)) => m != ProxyMode::Userspace,
             (Modes::Only(only), Some(m)) => only == m,
         }
     }

@@ -60,13 +60,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
-    runtime.block_on(serve(
-        config,
-        source,
-        dataplane,
-        Modes { semantics, programmed, support, running: mode },
-        args.once,
-    ))
+    let modes = Modes { semantics, programmed, support, running: mode };
+    runtime.block_on(serve(config, source, dataplane, modes, args.once))
 }
 
 /// The mode whose semantics the state follows (a dry run: the configured

@@ -38,6 +38,8 @@ struct Inner {
     node_eligible: bool,
     /// Parts of the source that fail, since when, and the last error.
     source_lost: BTreeMap<&'static str, (Instant, String)>,
+    /// Why the last sync failed, until one succeeds.
+    sync_error: Option<String>,
 }
 
 /// Shared between the runner (which reports queued and applied updates)
@@ -59,6 +61,9 @@ pub struct HealthReport {
     pub source_current: bool,
     /// What of the source is lost, and why (set when not `source_current`).
     pub source_error: Option<String>,
+    /// Why the last sync failed (the kernel's error and what it refused),
+    /// while no sync has succeeded since.
+    pub sync_error: Option<String>,
 }
 
 impl Health {
@@ -71,6 +76,7 @@ impl Health {
                 oldest_pending_queued: None,
                 node_eligible: true,
                 source_lost: BTreeMap::new(),
+                sync_error: None,
             }),
         }
     }
@@ -91,6 +97,12 @@ impl Health {
         let mut inner = self.inner();
         inner.oldest_pending_queued = None;
         inner.last_updated = Some(now);
+        inner.sync_error = None;
+    }
+
+    /// A sync failed, for `error` (the whole chain).
+    pub fn sync_failed(&self, error: &str) {
+        self.inner().sync_error = Some(error.to_owned());
     }
 
     pub fn set_node_eligible(&self, eligible: bool) {
@@ -130,6 +142,7 @@ impl Health {
             node_eligible: inner.node_eligible,
             source_current: source_error.is_none(),
             source_error,
+            sync_error: inner.sync_error.clone(),
         }
     }
 }

@@ -84,6 +84,9 @@ struct HealthBody {
     source_error: Option<String>,
     /// kproxy: the running dataplane, as `/proxyMode` names it.
     mode: String,
+    /// `/healthz` only: why the last sync failed, until one succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_sync_error: Option<String>,
 }
 
 async fn healthz(State(admin): State<Arc<AdminState>>) -> Response {
@@ -112,6 +115,7 @@ fn health_response(admin: &AdminState, with_node: bool) -> Response {
         degraded: with_node && !report.source_current,
         source_error: report.source_error.filter(|_| with_node),
         mode: admin.mode.clone(),
+        last_sync_error: report.sync_error.filter(|_| with_node),
     };
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let counter = if with_node { &admin.metrics.healthz_total } else { &admin.metrics.livez_total };

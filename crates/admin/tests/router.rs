@@ -41,7 +41,7 @@ fn fixture() -> Fixture {
     let (state_tx, state) = watch::channel(Arc::new(ProxyState::default()));
     let admin = Arc::new(AdminState {
         health: Arc::new(Health::new(Duration::from_secs(60))),
-        metrics: Arc::new(Metrics::new()),
+        metrics: Arc::new(Metrics::for_mode(Some(kproxy_config::ProxyMode::Nftables), &Default::default())),
         state,
         mode: "dry-run".into(),
         clock: clock.clone(),
@@ -167,4 +167,21 @@ async fn healthz_answers_over_a_real_socket() {
     assert!(response.to_ascii_lowercase().contains("content-type: application/json"), "{response}");
     assert!(response.ends_with(r#""healthy":true,"mode":"dry-run"}"#), "{response}");
     server.abort();
+}
+
+#[tokio::test]
+async fn healthz_says_why_the_last_sync_failed_until_one_succeeds() {
+    let f = fixture();
+    f.admin.health.sync_failed("the kernel refused the transaction at `add table ip kproxy`: EPERM");
+    let (status, body) = get(health_router(f.admin.clone()), "/healthz").await;
+    assert_eq!(status, StatusCode::OK, "a failure alone is not staleness: {body}");
+    assert!(
+        body.contains(r#""lastSyncError":"the kernel refused the transaction at `add table ip kproxy`: EPERM""#),
+        "{body}"
+    );
+    let (_, body) = get(health_router(f.admin.clone()), "/livez").await;
+    assert!(!body.contains("lastSyncError"), "{body}");
+    f.admin.health.updated(f.clock.now());
+    let (_, body) = get(health_router(f.admin.clone()), "/healthz").await;
+    assert!(!body.contains("lastSyncError"), "{body}");
 }

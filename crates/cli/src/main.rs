@@ -17,6 +17,7 @@ mod kernel_settings;
 mod leftovers;
 mod list_cmd;
 mod live;
+mod logging;
 mod mode;
 mod node_check;
 mod render_cmd;

@@ -23,25 +23,10 @@ use crate::UsageError;
 use crate::args::RunArgs;
 use crate::setup::{connection, state_config};
 
-/// Logs to stderr, as text or one JSON object per line (`logging.format`).
-/// `-v` follows klog's habit: 0-1 info, 2-3 debug, 4+ trace; `RUST_LOG`
-/// overrides.
+/// Logs to stderr, as text or one JSON object per line (`logging.format`,
+/// see [`crate::logging`]).
 pub fn init_logging(logging: &kproxy_config::Logging) {
-    let level = match logging.verbosity {
-        0..=1 => "info",
-        2..=3 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,kproxy={level}")));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    // A second initialisation (tests) keeps the first subscriber.
-    let _ = match logging.format {
-        kproxy_config::LogFormat::Json => builder.json().try_init(),
-        kproxy_config::LogFormat::Text => {
-            builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init()
-        }
-    };
+    crate::logging::init(logging);
 }
 
 /// Where the objects come from.
@@ -93,7 +78,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 struct Modes {
     semantics: Option<ProxyMode>,
     programmed: Option<ProxyMode>,
-    /// The mode running (none in a dry run), for `/trace` and `/render`.
+    /// The mode running (none in a dry run): its metrics are registered,
+    /// and `/trace` and `/render` answer with its rules.
     running: Option<ProxyMode>,
     support: ModeSupport,
 }
@@ -122,7 +108,7 @@ async fn serve(
         Source::Kube(_) => info!(%node, mode = dataplane.mode(), "starting; reading the Kubernetes API"),
     }
 
-    let mut metrics = Metrics::new();
+    let mut metrics = Metrics::for_mode(modes.running, &build_info());
     let kube_metrics = KubeMetrics::default();
     metrics.register(|registry| kube_metrics.register(registry));
     metrics.register(|registry| dataplane.register_metrics(registry));
@@ -228,6 +214,16 @@ async fn serve(
         () = source_failed => return Ok(ExitCode::FAILURE),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// This build, for `kubernetes_build_info` (the build script sets the
+/// commit and date when it knows them).
+fn build_info() -> kproxy_admin::metrics::BuildInfo {
+    kproxy_admin::metrics::BuildInfo {
+        version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: option_env!("KPROXY_GIT_COMMIT").unwrap_or("unknown").into(),
+        build_date: option_env!("KPROXY_BUILD_DATE").unwrap_or("unknown").into(),
+    }
 }
 
 /// A folder that keeps changing is read at least once per `minSyncPeriod`

@@ -198,8 +198,33 @@ fn logging_format_json_writes_one_json_object_per_line() {
     assert!(log.lines().count() >= 2, "{log}");
     for line in log.lines() {
         let entry: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        assert!(entry["level"].is_string(), "{line}");
+        // Kubernetes' structured logging: milliseconds since the epoch,
+        // the message, klog's verbosity, the fields at the top.
+        assert!(entry["ts"].as_f64().is_some_and(|ts| ts > 1.7e12), "{line}");
+        assert!(entry["msg"].as_str().is_some_and(|m| !m.is_empty()), "{line}");
+        assert!(entry["v"].is_u64(), "{line}");
+        assert!(entry.get("level").is_none() && entry.get("fields").is_none(), "{line}");
     }
+    let starting = log.lines().find(|l| l.contains("\"starting")).unwrap_or_else(|| panic!("{log}"));
+    let entry: serde_json::Value = serde_json::from_str(starting).unwrap();
+    assert!(entry["node"].is_string(), "{starting}");
+    assert_eq!((&entry["mode"], &entry["v"]), (&"dry-run".into(), &0.into()), "{starting}");
+}
+
+#[test]
+fn logging_format_flag_selects_json_and_text_stays_tracings_format() {
+    let args = ["run", "--manifests", &example(), "--hostname-override", "node-a", "--once", "--dry-run"];
+    let json = kproxy(&[&args[..], &["--logging-format", "json"]].concat());
+    assert!(json.status.success(), "{}", stderr(&json));
+    for line in stderr(&json).lines() {
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "{line}");
+    }
+    let text = kproxy(&args);
+    let log = stderr(&text);
+    let starting = log.lines().find(|l| l.contains("starting")).unwrap_or_else(|| panic!("{log}"));
+    // `2026-12-02T07:13:13.551289Z  INFO kproxy::run: starting node=node-a ...`
+    assert!(starting.contains("  INFO kproxy::run: starting node=node-a mode=\"dry-run\""), "{starting}");
+    assert!(starting.starts_with(|c: char| c.is_ascii_digit()), "{starting}");
 }
 
 #[test]

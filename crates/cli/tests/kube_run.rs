@@ -52,6 +52,11 @@ fn kubeconfig(server: &FakeApiServer) -> (tempfile::TempDir, PathBuf) {
 
 /// `sync` is the sync period: `/healthz` fails after twice that.
 fn start(server: &FakeApiServer, sync: &str) -> Kproxy {
+    start_logging(server, sync, Stdio::inherit())
+}
+
+/// [`start`], its log going to `stderr`.
+fn start_logging(server: &FakeApiServer, sync: &str, stderr: Stdio) -> Kproxy {
     let (dir, path) = kubeconfig(server);
     let (health, metrics) = (free_port(), free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
@@ -61,7 +66,7 @@ fn start(server: &FakeApiServer, sync: &str) -> Kproxy {
         .args(["--iptables-sync-period", sync, "--iptables-min-sync-period", "100ms"])
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     Kproxy { child, health, metrics, _dir: dir }
@@ -269,4 +274,33 @@ fn state_trace_and_list_with_a_kubeconfig_compute_from_the_clusters_objects() {
 
     let list = kproxy(&["list"]);
     assert!(list.lines().any(|l| l.starts_with("TCP  10.96.23.141:80 ")), "{list}");
+}
+
+/// While the API server is down, kproxy says so once per attempt and
+/// resource, with the cause; kube-client and kube-runtime do not repeat it.
+#[test]
+fn an_unreachable_api_server_is_logged_by_kproxy_alone() {
+    let runtime = runtime();
+    let server = captured_cluster(&runtime);
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("kproxy.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let k = start_logging(&server, "30s", Stdio::from(log));
+    wait_for("the captured cluster in /state", Duration::from_secs(20), || {
+        let state = state(&k);
+        if state.contains("10.96.23.141") { Ok(()) } else { Err(state) }
+    });
+    runtime.block_on(server.stop());
+    let failed = |log: &str| log.lines().filter(|l| l.contains("list or watch failed")).count();
+    wait_for("kproxy's own outage messages", Duration::from_secs(30), || {
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        if failed(&log) >= 4 { Ok(()) } else { Err(log) }
+    });
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let foreign: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" kube_client") || l.contains(" kube_runtime") || l.contains(" hyper"))
+        .collect();
+    assert!(foreign.is_empty(), "libraries repeat the outage:\n{}", foreign.join("\n"));
+    assert!(log.lines().any(|l| l.contains("list or watch failed") && l.contains("reason=")), "{log}");
 }

@@ -75,6 +75,16 @@ fn cluster_ip(backend: &str) {
     assert!(rules.contains("--probability 0.5000000000"), "{rules}");
     assert!(rules.contains(":KUBE-PROXY-CANARY"), "{rules}");
     nothing_in_the_other_backend(&lab, backend);
+    // Upstream's rule counts: every rule of kproxy's chains in nat, and
+    // iptables mode's metrics only.
+    let nat = lab.node().exec(&format!("iptables-{backend}-save"), &["-t", "nat"]).expect("iptables-save -t nat");
+    let owned = nat.lines().filter(|l| l.starts_with("-A KUBE-")).count();
+    let metrics = lab.metrics();
+    let total = lab.metric("kubeproxy_sync_proxy_rules_iptables_total{ip_family=\"IPv4\",table=\"nat\"}");
+    assert_eq!(total, owned as f64, "{nat}\n{metrics}");
+    assert!(lab.metric("kubeproxy_sync_proxy_rules_iptables_last") > 0.0, "{metrics}");
+    assert!(metrics.contains("kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family=\"IPv4\"} 0"));
+    assert!(!metrics.contains("nftables_sync_failures"), "{metrics}");
 }
 on_both_backends!(
     cluster_ip,

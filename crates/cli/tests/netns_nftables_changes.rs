@@ -105,6 +105,12 @@ fn a_udp_flow_moves_off_a_removed_endpoint_and_off_a_cached_rejection() {
     lab.write("dns.yaml", &dns("two"));
     lab.eventually("the same flow to move to dns-b2", || flow.request().is_ok_and(|r| r.backend == "dns-b2"));
     assert_eq!(flow.request().expect("still moved").backend, "dns-b2");
+    // Upstream's conntrack reconciler metrics count the deleted flows.
+    let metrics = lab.metrics();
+    let deleted = lab.metric("kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family=\"IPv4\"}");
+    assert!(deleted >= 1.0, "the flow to dns-b1:\n{metrics}");
+    let runs = lab.metric("kubeproxy_conntrack_reconciler_sync_duration_seconds_count{ip_family=\"IPv4\"}");
+    assert!(runs >= 2.0, "{metrics}");
 }
 
 #[test]

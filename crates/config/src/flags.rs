@@ -152,6 +152,9 @@ pub struct Flags {
     /// Log verbosity.
     #[arg(short = 'v', long = "v", value_name = "LEVEL")]
     pub verbosity: Option<String>,
+    /// Log format: text, or json (Kubernetes' structured logging).
+    #[arg(long, value_name = "FORMAT")]
+    pub logging_format: Option<String>,
     /// kproxy: the cluster's service CIDRs, comma-separated, repeatable.
     #[arg(long, value_name = "CIDRS", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub service_cidrs: Option<Vec<String>>,
@@ -206,6 +209,7 @@ impl Flags {
             ("--feature-gates", self.feature_gates.is_some()),
             ("--show-hidden-metrics-for-version", self.show_hidden_metrics_for_version.is_some()),
             ("--v", self.verbosity.is_some()),
+            ("--logging-format", self.logging_format.is_some()),
             ("--service-cidrs", self.service_cidrs.is_some()),
             ("--iptables-backend", self.iptables_backend.is_some()),
         ];

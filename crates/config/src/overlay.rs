@@ -164,6 +164,10 @@ pub(crate) fn apply(
         c.logging.verbosity =
             v.parse().map_err(|_| ConfigError::invalid("--v", format!("{v:?} is not a verbosity"), "0 or more"))?;
     }
+    if let Some(v) = &flags.logging_format {
+        c.logging.format.clone_from(v);
+        o.set("logging.format", "--logging-format");
+    }
     if let Some(v) = &flags.service_cidrs {
         o.service_cidrs = list(v);
     }

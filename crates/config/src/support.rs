@@ -102,7 +102,7 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("clientConnection.qps", "--kube-api-qps", ALL),
     field("clientConnection.burst", "--kube-api-burst", ALL),
     field("", "--master", ALL),
-    field("logging.format", "", ALL),
+    field("logging.format", "--logging-format", ALL),
     field("logging.flushFrequency", "", Ignored("kproxy writes each log line at once; nothing waits to be flushed")),
     field("logging.verbosity", "--v", ALL),
     field("logging.vmodule[].filePattern", "", NotYet).with_note("`RUST_LOG` sets levels per module"),

@@ -305,3 +305,13 @@ fn an_unset_mode_reads_as_the_default_mode_and_stays_unset() {
     let texts: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(texts, ["nftables.masqueradeBit: no effect in ipvs mode (used by the nftables mode)"]);
 }
+
+#[test]
+fn logging_format_flag_overrides_the_file_and_is_checked_like_it() {
+    let c = config(Some("logging: {format: text}\n"), &["--logging-format=json"]);
+    assert_eq!(c.logging.format, kproxy_config::LogFormat::Json);
+    let c = config(None, &["--logging-format", "text"]);
+    assert_eq!(c.logging.format, kproxy_config::LogFormat::Text);
+    let err = error(None, &["--logging-format=xml"]);
+    assert!(err.contains("--logging-format") && err.contains("\"xml\""), "{err}");
+}

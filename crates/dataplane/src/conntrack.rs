@@ -7,14 +7,16 @@ use kproxy_model::{Changes, IpFamily};
 use kproxy_netlink::conntrack::{self, Flow};
 use tracing::{debug, warn};
 
+use crate::dataplane::ConntrackCleanup;
+
 /// Deletes the conntrack entries that would keep clients on a UDP endpoint
 /// no longer used, or on a rejection cached before a frontend had
 /// endpoints (SEMANTICS.md, "Conntrack"): one ctnetlink dump of the UDP
 /// flows per family that has any, however many frontends changed.
 /// Failures are logged, not fatal: the rules are right; only stale flows
-/// may linger. Returns how many entries were deleted.
-pub(crate) async fn flush_stale_udp(changes: &Changes) -> usize {
-    let mut deleted = 0;
+/// may linger. Returns what each family's cleanup did.
+pub(crate) async fn flush_stale_udp(changes: &Changes) -> Vec<ConntrackCleanup> {
+    let mut runs = Vec::new();
     for family in IpFamily::ALL {
         let frontends: HashSet<SocketAddr> =
             changes.stale_udp_frontends.iter().copied().filter(|f| IpFamily::of(&f.ip()) == family).collect();
@@ -27,6 +29,7 @@ pub(crate) async fn flush_stale_udp(changes: &Changes) -> usize {
         if frontends.is_empty() && pairs.is_empty() {
             continue;
         }
+        let started = std::time::Instant::now();
         let stale = move |f: &Flow| frontends.contains(&f.orig_dst) || pairs.contains(&(f.orig_dst, f.reply_src));
         let result = tokio::task::spawn_blocking(move || conntrack::delete_udp(family, stale))
             .await
@@ -34,10 +37,15 @@ pub(crate) async fn flush_stale_udp(changes: &Changes) -> usize {
         match result {
             Ok(n) => {
                 debug!(%family, deleted = n, "stale UDP conntrack entries deleted");
-                deleted += n;
+                runs.push(ConntrackCleanup { family, took: started.elapsed(), deleted: n });
             }
             Err(e) => warn!(%family, error = %e, "conntrack cleanup failed; stale UDP flows may linger"),
         }
     }
-    deleted
+    runs
+}
+
+/// How many entries `runs` deleted in all.
+pub(crate) fn deleted(runs: &[ConntrackCleanup]) -> usize {
+    runs.iter().map(|r| r.deleted).sum()
 }

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use kproxy_model::{Changes, ProxyState};
+use kproxy_model::{Changes, IpFamily, ProxyState};
 
 /// Whether a sync may rely on what the dataplane applied before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +32,32 @@ pub struct SyncReport {
     /// the mode cannot do, a frontend another service already serves).
     /// Reported once each: the runner logs and counts them.
     pub skipped: Vec<String>,
+    /// iptables mode: the rules of each family's tables.
+    pub rules: Vec<RuleCount>,
+    /// The stale-conntrack cleanups this sync ran, one per family.
+    pub conntrack: Vec<ConntrackCleanup>,
+}
+
+/// The rules of one iptables table kproxy owns, for
+/// `kubeproxy_sync_proxy_rules_iptables_{total,last}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleCount {
+    pub family: IpFamily,
+    /// `filter` or `nat`.
+    pub table: &'static str,
+    /// Rules kproxy has in the table after the sync.
+    pub total: usize,
+    /// Rules the sync wrote.
+    pub written: usize,
+}
+
+/// One family's stale UDP conntrack cleanup (upstream's conntrack
+/// reconciler metrics).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConntrackCleanup {
+    pub family: IpFamily,
+    pub took: std::time::Duration,
+    pub deleted: usize,
 }
 
 /// Any failure of a dataplane; each mode has its own error enum.

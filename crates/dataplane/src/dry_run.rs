@@ -16,7 +16,7 @@ impl Dataplane for DryRun {
 
     fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
         let summary = summary(request.state, request.kind, request.changes.service_ports.len());
-        Box::pin(async move { Ok(SyncReport { summary, skipped: Vec::new() }) })
+        Box::pin(async move { Ok(SyncReport { summary, ..SyncReport::default() }) })
     }
 }
 

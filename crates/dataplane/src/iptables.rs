@@ -18,7 +18,8 @@ use kproxy_model::IpFamily;
 use tracing::{info, warn};
 
 use crate::conntrack::flush_stale_udp;
-use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+use crate::dataplane::{Dataplane, DataplaneError, RuleCount, SyncFuture, SyncKind, SyncReport, SyncRequest};
+use crate::failure::RestoreFailed;
 use crate::sysctl::{Ensured, KernelFiles};
 
 /// Declared chains per `iptables-nft-restore` run (see
@@ -75,6 +76,7 @@ impl Iptables {
         }
         let mut skips = Vec::new();
         let mut summary = Vec::new();
+        let mut rules = Vec::new();
         let mut any_full = false;
         for (i, family) in IpFamily::ALL.into_iter().enumerate() {
             // Someone flushed the tables (a firewall reload): rebuild.
@@ -106,6 +108,7 @@ impl Iptables {
             // transaction (a cold 10k-service payload did not finish in
             // 400 s); legacy rewrites the whole table per commit, so it gets
             // one restore.
+            let written = [payload.filter.rules.len(), payload.nat.rules.len()];
             let parts = match exec.backend() {
                 Backend::Nft => payload.split(NFT_CHAINS_PER_RESTORE),
                 Backend::Legacy => vec![payload],
@@ -114,10 +117,14 @@ impl Iptables {
             for part in parts.iter().filter(|p| !p.is_empty()) {
                 let text = part.render();
                 bytes += text.len();
-                if let Err(e) = exec.restore(family, &text).await {
+                if let Err(source) = exec.restore(family, &text).await {
                     self.applied[i] = None;
-                    return Err(e.into());
+                    return Err(RestoreFailed { family, source }.into());
                 }
+            }
+            for (table, written) in [Table::Filter, Table::Nat].into_iter().zip(written) {
+                let total = planned.applied.rule_count(table);
+                rules.push(RuleCount { family, table: table.as_str(), total, written });
             }
             if full {
                 exec.ensure_canary(family).await?;
@@ -133,7 +140,8 @@ impl Iptables {
             ));
             self.applied[i] = Some(planned.applied);
         }
-        let conntrack = flush_stale_udp(request.changes).await;
+        let conntrack_runs = flush_stale_udp(request.changes).await;
+        let conntrack = crate::conntrack::deleted(&conntrack_runs);
         let current: BTreeSet<String> = skips.into_iter().collect();
         let skipped: Vec<String> = current.difference(&self.reported).cloned().collect();
         self.reported = current;
@@ -141,6 +149,8 @@ impl Iptables {
         Ok(SyncReport {
             summary: format!("{kind}: {}, {conntrack} conntrack entries deleted", summary.join("; ")),
             skipped,
+            rules,
+            conntrack: conntrack_runs,
         })
     }
 }

@@ -70,9 +70,15 @@ pub enum IpvsError {
     Interface(#[source] links::LinkError),
     /// Some IPVS changes were refused; the others were applied.
     #[error("IPVS refused {count} of {total} changes; the first: {first}")]
-    Refused { count: usize, total: usize, first: String },
-    #[error("the kernel refused the companion table kproxy-ipvs: {0}")]
-    Companion(String),
+    Refused {
+        count: usize,
+        total: usize,
+        first: String,
+        /// The kernel's errno for the first, when it gave one.
+        errno: Option<i32>,
+    },
+    #[error("the kernel refused the companion table kproxy-ipvs")]
+    Companion(#[source] crate::nftables::NftablesError),
 }
 
 /// The IPVS mode.
@@ -168,7 +174,8 @@ impl Ipvs {
         }
 
         self.sync_companion(request.state, &plan).await?;
-        let conntrack = flush_stale_udp(request.changes).await;
+        let conntrack_runs = flush_stale_udp(request.changes).await;
+        let conntrack = crate::conntrack::deleted(&conntrack_runs);
 
         self.programmed = outcome.kernel.keys().copied().collect();
         *self.labels.lock().expect("labels lock") = labels(&plan);
@@ -182,15 +189,16 @@ impl Ipvs {
         let current: BTreeSet<String> = skipped.into_iter().collect();
         let new: Vec<String> = current.difference(&self.reported).cloned().collect();
         self.reported = current;
-        if let Some(first) = failures.first() {
-            return Err(IpvsError::Refused { count: failures.len(), total, first: first.clone() }.into());
+        if let Some((first, errno)) = failures.first() {
+            let (count, first, errno) = (failures.len(), first.clone(), *errno);
+            return Err(IpvsError::Refused { count, total, first, errno }.into());
         }
         let kind = if full { "full" } else { "partial" };
         let summary = format!(
             "{kind}: {total} IPVS changes, {servers} virtual servers, {} addresses on {INTERFACE}, {conntrack} conntrack entries deleted",
             plan.addresses.len()
         );
-        Ok(SyncReport { summary, skipped: new })
+        Ok(SyncReport { summary, skipped: new, conntrack: conntrack_runs, ..SyncReport::default() })
     }
 
     /// Brings the companion table of each family to what `plan` needs, in
@@ -215,7 +223,7 @@ impl Ipvs {
             if let Err(e) = result {
                 self.companion = [None, None];
                 self.interval_sets = IntervalSets::default();
-                return Err(IpvsError::Companion(crate::nftables::refused(&batch, e).to_string()));
+                return Err(IpvsError::Companion(crate::nftables::refused(&batch, e)));
             }
             self.interval_sets.applied(&batch);
         }
@@ -372,7 +380,8 @@ struct Outcome {
     /// The owned servers as they now are (as far as the kernel accepted).
     kernel: BTreeMap<ServerKey, VirtualServer>,
     ops: usize,
-    failures: Vec<String>,
+    /// Each refused op, described, with the kernel's errno.
+    failures: Vec<(String, Option<i32>)>,
 }
 
 /// Reads what is needed, diffs and applies; blocking.
@@ -395,7 +404,7 @@ fn apply(
             Ok(()) => record(&mut kernel, op),
             Err(e) => {
                 let reason = e.errno().map_or_else(|| format!("{e:#}"), |errno| format!("{e}: {errno}"));
-                failures.push(format!("{}: {reason}", describe(op)));
+                failures.push((format!("{}: {reason}", describe(op)), e.errno().map(|errno| errno as i32)));
             }
         }
     }
@@ -669,6 +678,6 @@ pub async fn cleanup(exclude_cidrs: &[IpNet]) -> Result<Cleaned, DataplaneError>
     tokio::task::spawn_blocking(move || netlink::apply(&encoded))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-        .map_err(|e| IpvsError::Companion(e.to_string()))?;
+        .map_err(|e| IpvsError::Companion(crate::nftables::refused(&plan, e)))?;
     Ok(cleaned)
 }

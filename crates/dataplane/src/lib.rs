@@ -13,6 +13,7 @@ mod conntrack;
 mod conntrack_settings;
 mod dataplane;
 mod dry_run;
+mod failure;
 mod iptables;
 mod ipvs;
 pub mod leftovers;
@@ -27,8 +28,11 @@ pub use conntrack_settings::{
     ConntrackSettings, Outcome as ConntrackOutcome, Skip as ConntrackSkip, apply_conntrack_settings, conntrack_max,
     node_cpus,
 };
-pub use dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+pub use dataplane::{
+    ConntrackCleanup, Dataplane, DataplaneError, RuleCount, SyncFuture, SyncKind, SyncReport, SyncRequest,
+};
 pub use dry_run::DryRun;
+pub use failure::{FailureCause, RestoreFailed, cause_of, errno_name};
 pub use iptables::{Iptables, IptablesConfig, NFT_CHAINS_PER_RESTORE, cleanup as cleanup_iptables};
 pub use ipvs::{
     Cleaned as CleanedIpvs, INTERFACE as IPVS_INTERFACE, Ipvs, IpvsConfig, IpvsError, cleanup as cleanup_ipvs,

@@ -25,7 +25,16 @@ use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncRepo
 pub enum NftablesError {
     /// The kernel refused the transaction; nothing was changed.
     #[error("the kernel refused the transaction at `{op}`: {reason}")]
-    Refused { op: String, reason: String },
+    Refused {
+        /// The first op refused, as nft syntax.
+        op: String,
+        /// The kernel's errno for it (positive).
+        errno: i32,
+        /// The family of that op, when it is one of the plan's.
+        family: Option<IpFamily>,
+        /// The errno's text and the kernel's extended message.
+        reason: String,
+    },
     /// The transaction could not be sent, or its outcome read.
     #[error("applying the transaction failed")]
     Apply(#[source] ApplyError),
@@ -85,7 +94,8 @@ impl Nftables {
         if full {
             release_freed_memory();
         }
-        let conntrack = flush_stale_udp(request.changes).await;
+        let conntrack_runs = flush_stale_udp(request.changes).await;
+        let conntrack = crate::conntrack::deleted(&conntrack_runs);
 
         let current: BTreeSet<String> = planned.skips.into_iter().collect();
         let skipped: Vec<String> = current.difference(&self.reported).cloned().collect();
@@ -98,7 +108,7 @@ impl Nftables {
         let summary = format!(
             "{kind}: {messages} messages ({bytes} bytes), {elements} elements in the tables, {conntrack} conntrack entries deleted"
         );
-        Ok(SyncReport { summary, skipped })
+        Ok(SyncReport { summary, skipped, conntrack: conntrack_runs, ..SyncReport::default() })
     }
 }
 
@@ -128,18 +138,18 @@ fn release_freed_memory() {
 pub(crate) fn refused(plan: &Plan, error: ApplyError) -> NftablesError {
     let ApplyError::Rejected(errors) = &error else { return NftablesError::Apply(error) };
     let Some(first) = errors.first() else { return NftablesError::Apply(error) };
-    let op = first
-        .origin
-        .and_then(|(f, o)| {
-            let family_plan: &FamilyPlan = plan.families.get(f)?;
-            Some(describe(family_plan.family?, family_plan.ops.get(o)?))
-        })
-        .unwrap_or_else(|| "the transaction itself".to_owned());
+    let origin = first.origin.and_then(|(f, o)| {
+        let family_plan: &FamilyPlan = plan.families.get(f)?;
+        let family = family_plan.family?;
+        Some((family, describe(family, family_plan.ops.get(o)?)))
+    });
+    let family = origin.as_ref().map(|(family, _)| *family);
+    let op = origin.map_or_else(|| "the transaction itself".to_owned(), |(_, op)| op);
     let mut reason = first.reason();
     if errors.len() > 1 {
         reason.push_str(&format!(" (and {} more errors)", errors.len() - 1));
     }
-    NftablesError::Refused { op, reason }
+    NftablesError::Refused { op, errno: first.errno, family, reason }
 }
 
 /// An op as nft syntax, shortened to its first line.

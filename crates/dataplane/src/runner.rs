@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kproxy_admin::metrics::{AnnotationLabels, FamilyLabel};
+use kproxy_admin::metrics::{AnnotationLabels, FamilyLabel, SyncFailure, TableLabels};
 use kproxy_admin::{Clock, Health, HealthCheck, HealthChecks, Metrics};
 use kproxy_model::{Changes, IpFamily, ProxyState, ServiceName, ServicePortName};
 use kproxy_state::{SourceEvent, StateBuilder};
@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::dataplane::{Dataplane, DataplaneError, SyncKind, SyncRequest};
+use crate::dataplane::{Dataplane, DataplaneError, SyncKind, SyncReport, SyncRequest};
+use crate::failure::cause_of;
 use crate::no_local::NoLocalEndpoints;
 use crate::pacing::SyncBucket;
 use crate::warnings::Warnings;
@@ -269,6 +270,7 @@ impl Runner {
                     warn!(reason = %skipped, "not programmed");
                 }
                 self.handles.metrics.skipped.inc_by(report.skipped.len() as u64);
+                record_report(&self.handles.metrics, &report);
                 self.succeeded(now, kind, took);
                 Ok(())
             }
@@ -277,9 +279,23 @@ impl Runner {
                 let delay = self.config.retry_delay(self.failures);
                 self.retry_at = Some(now + delay);
                 self.next_full = true;
-                let mode = self.dataplane.mode().to_owned();
-                self.handles.metrics.sync_failures.get_or_create(&kproxy_admin::metrics::ModeLabel { mode }).inc();
-                error!(error = %e, failures = self.failures, retry_in_ms = delay.as_millis() as u64, "sync failed; the next attempt is a full sync");
+                let cause = cause_of(e.as_ref());
+                self.handles.metrics.record_sync_failure(&SyncFailure {
+                    mode: self.dataplane.mode(),
+                    reason: &cause.reason,
+                    step: cause.step,
+                    families: &cause.families,
+                    partial: kind == SyncKind::Partial,
+                });
+                self.handles.health.sync_failed(&cause.text);
+                error!(
+                    error = %cause.text,
+                    reason = %cause.reason,
+                    object = cause.object.as_deref().unwrap_or(""),
+                    failures = self.failures,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "sync failed; the next attempt is a full sync"
+                );
                 Err(e)
             }
         }
@@ -376,6 +392,21 @@ impl Runner {
             let check = port.map(|port| HealthCheck { port, local_endpoints: local.len() });
             self.handles.health_checks.set(service.clone(), check);
         }
+    }
+}
+
+/// The mode's own figures of a successful sync: iptables rule counts and
+/// the conntrack cleanups.
+fn record_report(metrics: &Metrics, report: &SyncReport) {
+    for count in &report.rules {
+        let labels = TableLabels { ip_family: count.family.into(), table: count.table };
+        metrics.iptables_rules_total.get_or_create(&labels).set(i64::try_from(count.total).unwrap_or(i64::MAX));
+        metrics.iptables_rules_last.get_or_create(&labels).set(i64::try_from(count.written).unwrap_or(i64::MAX));
+    }
+    for run in &report.conntrack {
+        let label = FamilyLabel::from(run.family);
+        metrics.conntrack_reconciler_duration.get_or_create(&label).observe(run.took.as_secs_f64());
+        metrics.conntrack_reconciler_deleted.get_or_create(&label).inc_by(run.deleted as u64);
     }
 }
 

@@ -70,7 +70,7 @@ async fn a_failed_sync_is_retried_with_backoff_as_a_full_sync_carrying_its_chang
     assert!(calls[2..].iter().all(|c| c.kind == SyncKind::Full), "{calls:?}");
     assert!(calls[1..=4].iter().all(|c| c.stale_udp == 1 && c.changed_ports == 1), "{calls:?}");
     let metrics = h.metrics.encode();
-    assert!(metrics.contains(r#"kproxy_sync_proxy_rules_failures_total{mode="fake"} 3"#), "{metrics}");
+    assert!(metrics.contains(r#"kproxy_sync_proxy_rules_failures_total{mode="fake",reason="other"} 3"#), "{metrics}");
 }
 
 #[tokio::test(start_paused = true)]

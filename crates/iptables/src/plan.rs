@@ -45,6 +45,8 @@ pub struct Applied {
     ports: BTreeMap<ServicePortName, PortPlan>,
     /// Content hash of each fixed (not per-service) chain kproxy wrote.
     fixed: BTreeMap<(Table, String), u64>,
+    /// Rules in kproxy's chains of filter and nat.
+    rules: [usize; 2],
 }
 
 impl Applied {
@@ -58,6 +60,15 @@ impl Applied {
 
     pub fn chain_count(&self) -> usize {
         self.fixed.len() + self.own_chains().count()
+    }
+
+    /// The rules in kproxy's chains of `table` (upstream's
+    /// `kubeproxy_sync_proxy_rules_iptables_total`).
+    pub fn rule_count(&self, table: Table) -> usize {
+        match table {
+            Table::Filter => self.rules[0],
+            Table::Nat => self.rules[1],
+        }
     }
 
     fn own_chains(&self) -> impl Iterator<Item = &OwnChain> + '_ {
@@ -222,7 +233,14 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
         },
     };
     let jump_rules = base::jump_rules(&inputs.config, family);
-    let applied = Applied { family: Some(family), inputs: Some(inputs), ports, fixed: fixed_hashes };
+    let rules = [Table::Filter, Table::Nat].map(|table| {
+        let base: usize =
+            [&head, &tail].iter().map(|r| r.table(table).rules.values().map(Vec::len).sum::<usize>()).sum();
+        let own = ports.values().flat_map(|p| p.own()).filter(|c| c.table == table).map(|c| c.rules.len());
+        let shared = ports.values().flat_map(|p| p.shared()).filter(|s| s.table == table).map(|s| s.rules.len());
+        base + own.sum::<usize>() + shared.sum::<usize>()
+    });
+    let applied = Applied { family: Some(family), inputs: Some(inputs), ports, fixed: fixed_hashes, rules };
     Planned { full: previous.is_none(), payload, applied, jump_rules, skips, ports_planned }
 }
 

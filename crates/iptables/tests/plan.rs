@@ -491,3 +491,27 @@ fn a_contested_frontend_is_replanned_when_its_owner_goes() {
     assert_eq!(after.applied, plan(s.state(), IpFamily::V4, &config(), None).applied);
     assert!(after.payload.render().contains("-d 10.96.0.41 --dport 80 -j KUBE-EXT-"), "{}", after.payload.render());
 }
+
+#[test]
+fn the_rule_count_is_what_a_full_payload_writes_and_survives_a_partial_sync() {
+    let mut s = scenario();
+    svc1(&mut s, &[("10.244.1.10", "node-a"), ("10.244.2.10", "node-b")]);
+    lb(&mut s, &[("10.244.1.11", "node-a")]);
+    s.sync();
+    let first = full(&s, IpFamily::V4);
+    for (table, part) in [(Table::Filter, &first.payload.filter), (Table::Nat, &first.payload.nat)] {
+        assert!(!part.rules.is_empty());
+        assert_eq!(first.applied.rule_count(table), part.rules.len(), "{table:?}");
+    }
+    // One more endpoint: the partial payload writes less, the count grows
+    // by that endpoint's rules and equals a fresh full plan's.
+    svc1(&mut s, &[("10.244.1.10", "node-a"), ("10.244.2.10", "node-b"), ("10.244.2.12", "node-b")]);
+    s.sync();
+    let partial = plan(s.state(), IpFamily::V4, &config(), Some(&first.applied));
+    let fresh = full(&s, IpFamily::V4);
+    for table in [Table::Filter, Table::Nat] {
+        assert_eq!(partial.applied.rule_count(table), fresh.applied.rule_count(table), "{table:?}");
+    }
+    assert!(partial.payload.nat.rules.len() < fresh.payload.nat.rules.len());
+    assert!(fresh.applied.rule_count(Table::Nat) > first.applied.rule_count(Table::Nat));
+}

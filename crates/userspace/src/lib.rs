@@ -280,7 +280,7 @@ impl Userspace {
             self.listening.len(),
             self.failed.len()
         );
-        SyncReport { summary, skipped }
+        SyncReport { summary, skipped, ..SyncReport::default() }
     }
 
     /// Listens on `addr`: for TCP one socket and accept loop per relay

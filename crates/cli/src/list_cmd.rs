@@ -23,6 +23,6 @@ pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(status.contains(" 200 "), "{addr}/list: {status} (a kproxy older than `kproxy list`?)");
     let servers: Vec<VirtualServer> =
         serde_json::from_str(body).with_context(|| format!("{addr}/list: not the list kproxy serves"))?;
-    print!("{}", render(&servers));
+    crate::output::print(&render(&servers))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -17,10 +17,10 @@ pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
     }
     let config = crate::mode::nftables_config(&loaded.config);
     let planned = kproxy_nftables::plan(loaded.builder.state(), &Changes::default(), true, &config, None);
-    print!("{}", kproxy_nftables::render::plan(&planned.plan));
     for skipped in &planned.skips {
         eprintln!("not programmed: {skipped}");
     }
+    crate::output::print(&kproxy_nftables::render::plan(&planned.plan))?;
     Ok(loaded.exit_code())
 }
 
@@ -28,24 +28,27 @@ pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
 /// --noflush` (`ip6tables-restore` for IPv6), and the jump rules `run`
 /// ensures from the built-in chains.
 fn render_iptables(loaded: &crate::state_cmd::Loaded) -> anyhow::Result<ExitCode> {
+    use std::fmt::Write as _;
     let config = crate::mode::iptables_config(&loaded.config)?;
+    let mut out = String::new();
     for family in kproxy_model::IpFamily::ALL {
         let planned = kproxy_iptables::plan(loaded.builder.state(), family, &config.plan, None);
         let tool = match family {
             kproxy_model::IpFamily::V4 => "iptables",
             kproxy_model::IpFamily::V6 => "ip6tables",
         };
-        println!("# {family}: {tool}-restore --noflush");
-        print!("{}", planned.payload.render());
-        println!("# {family}: jump rules ({tool} -C, else -I)");
+        let _ = writeln!(out, "# {family}: {tool}-restore --noflush");
+        out.push_str(&planned.payload.render());
+        let _ = writeln!(out, "# {family}: jump rules ({tool} -C, else -I)");
         for jump in &planned.jump_rules {
             let args: Vec<String> = jump.args.iter().map(|a| quoted(a)).collect();
-            println!("# -t {} -I {} {}", jump.table.as_str(), jump.chain, args.join(" "));
+            let _ = writeln!(out, "# -t {} -I {} {}", jump.table.as_str(), jump.chain, args.join(" "));
         }
         for skipped in &planned.skips {
             eprintln!("not programmed: {skipped}");
         }
     }
+    crate::output::print(&out)?;
     Ok(loaded.exit_code())
 }
 

@@ -63,8 +63,8 @@ pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
     let loaded = load_state(&args.common)?;
     let state = loaded.builder.state();
     match args.output {
-        Output::Table => print!("{}", table::render(state, &loaded.builder.ignored_services())),
-        Output::Json => println!("{}", serde_json::to_string_pretty(state)?),
+        Output::Table => crate::output::print(&table::render(state, &loaded.builder.ignored_services()))?,
+        Output::Json => crate::output::print(&format!("{}\n", serde_json::to_string_pretty(state)?))?,
     }
     Ok(loaded.exit_code())
 }

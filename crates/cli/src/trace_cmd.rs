@@ -50,7 +50,7 @@ pub fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         let table = kproxy_nftables::table(state, family, &config);
         kproxy_nftables::trace::trace(&table, family, &packet)
     };
-    print!("{}", explain(state, &packet, &trace));
+    crate::output::print(&explain(state, &packet, &trace))?;
     Ok(loaded.exit_code())
 }
 

@@ -12,8 +12,10 @@ pub mod health_check;
 pub mod listing;
 pub mod metrics;
 pub mod router;
+pub mod state_report;
 
 pub use health::{Clock, Health, HealthReport, SystemClock};
 pub use health_check::{HealthCheck, HealthChecks, serve_health_checks};
 pub use metrics::Metrics;
 pub use router::{AdminState, health_router, metrics_router};
+pub use state_report::{NotProgrammed, StateReport};

@@ -12,8 +12,10 @@
 use kproxy_model::{FrontendKind, ProxyState, Scheduler};
 use serde::{Deserialize, Serialize};
 
-/// One frontend.
+/// One frontend. Keys are camelCase, as `/state`'s; the snake_case keys an
+/// earlier kproxy's `/list` had are still read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct VirtualServer {
     /// `TCP`, `UDP`, `SCTP`; `FWM` for a firewall-mark virtual server.
     pub protocol: String,
@@ -28,7 +30,7 @@ pub struct VirtualServer {
     pub scheduler: String,
     /// Scheduler flags as ipvsadm prints them between parentheses
     /// (`sh-fallback,sh-port`).
-    #[serde(default)]
+    #[serde(default, alias = "scheduler_flags")]
     pub scheduler_flags: Option<String>,
     /// Session affinity timeout in seconds (`persistent N`).
     pub persistent: Option<u32>,
@@ -38,13 +40,14 @@ pub struct VirtualServer {
     #[serde(default)]
     pub netmask: Option<String>,
     /// One-packet scheduling (`ops`).
-    #[serde(default)]
+    #[serde(default, alias = "one_packet")]
     pub one_packet: bool,
     pub endpoints: Vec<RealServer>,
 }
 
 /// One endpoint of a frontend.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RealServer {
     pub address: String,
     /// How traffic reaches it, as ipvsadm names it: `Masq` (NAT) in every
@@ -215,6 +218,23 @@ FWM  42 IPv6 sh (sh-fallback,sh-port) ops
                 "  -> [fd00::2]:80                 Masq    0      -          -         "
             ]
         );
+    }
+
+    /// `/list` spells its keys as `/state` does (camelCase), and reads
+    /// an earlier kproxy's snake_case ones.
+    #[test]
+    fn keys_are_camel_case_and_old_snake_case_keys_still_parse() {
+        let mut vs = server("TCP", "10.96.0.10:80");
+        vs.scheduler_flags = Some("sh-port".into());
+        vs.one_packet = true;
+        let json = serde_json::to_value(&vs).unwrap();
+        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        assert!(keys.contains(&"schedulerFlags") && keys.contains(&"onePacket"), "{keys:?}");
+        assert!(keys.iter().all(|k| !k.contains('_')), "{keys:?}");
+        let old = r#"[{"protocol":"TCP","frontend":"10.96.0.10:80","kind":"ClusterIP","service":"default/web:http",
+            "scheduler":"rr","scheduler_flags":"sh-port","persistent":null,"one_packet":true,"endpoints":[]}]"#;
+        let rows: Vec<VirtualServer> = serde_json::from_str(old).unwrap();
+        assert_eq!(rows, [vs]);
     }
 
     /// `kproxy list` reads the `/list` of a kproxy older than the

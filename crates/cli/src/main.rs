@@ -15,6 +15,7 @@ mod kernel_settings;
 mod leftovers;
 mod list_cmd;
 mod mode;
+mod not_programmed;
 mod output;
 mod render_cmd;
 mod run;

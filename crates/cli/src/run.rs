@@ -71,11 +71,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let support = crate::mode::support(&config, mode)?;
+    let not_programmed = crate::not_programmed::for_mode(&config, mode)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
-    runtime.block_on(serve(config, source, dataplane, Modes { semantics, programmed, support }, args.once))
+    let modes = Modes { semantics, programmed, support, not_programmed };
+    runtime.block_on(serve(config, source, dataplane, modes, args.once))
 }
 
 /// The mode whose semantics the state follows (a dry run: the configured
@@ -86,6 +88,8 @@ struct Modes {
     semantics: Option<ProxyMode>,
     programmed: Option<ProxyMode>,
     support: ModeSupport,
+    /// For `/state`: what the running mode's planner leaves out.
+    not_programmed: Arc<dyn kproxy_admin::NotProgrammed>,
 }
 
 async fn serve(
@@ -150,6 +154,7 @@ async fn serve(
         mode: dataplane.mode().to_owned(),
         clock: Arc::new(SystemClock),
         listing: dataplane.listing(),
+        not_programmed: Some(modes.not_programmed.clone()),
     });
     if !once {
         if let Some(addr) = config.healthz_bind_address {

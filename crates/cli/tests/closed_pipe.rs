@@ -64,12 +64,7 @@ fn assert_quiet((code, stderr): (Option<i32>, String), what: &str) {
 #[test]
 fn render_and_state_stop_quietly_when_the_reader_closes_midway() {
     let dir = many_services(1500);
-    for args in [
-        &["render"][..],
-        &["render", "--proxy-mode", "iptables"],
-        &["state"],
-        &["state", "-o", "json"],
-    ] {
+    for args in [&["render"][..], &["render", "--proxy-mode", "iptables"], &["state"], &["state", "-o", "json"]] {
         let mut command = kproxy();
         command.args(args).arg("--manifests").arg(dir.path()).args(["--hostname-override", "node-a"]);
         assert_quiet(read_then_close(command, 100), &args.join(" "));

@@ -12,6 +12,7 @@
 //! others keep working.
 
 mod buffers;
+mod claims;
 mod frontend;
 mod health;
 mod service;
@@ -32,6 +33,7 @@ use kproxy_model::{IpFamily, ModeSupport, Protocol, Scheduler, ServicePortName};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+pub use claims::not_served;
 use frontend::Target;
 pub use service::{Counters, Service, Set};
 pub use tcp::Traffic;
@@ -210,6 +212,7 @@ impl Userspace {
     fn apply(&mut self, request: &SyncRequest<'_>) -> SyncReport {
         let mut skipped = Vec::new();
         let mut services = HashMap::new();
+        let owners = claims::owners(request.state, &mut skipped);
         let mut wanted: HashMap<(Protocol, SocketAddr), (Arc<Service>, kproxy_model::FrontendKind)> = HashMap::new();
         for port in request.state.service_ports() {
             let key = (port.name.clone(), port.family);
@@ -230,12 +233,15 @@ impl Userspace {
                     }
                 },
             };
+            // Not served (reported by `claims::owners`).
             if port.name.protocol == Protocol::Sctp {
-                skipped.push(format!("{}: SCTP is not served in userspace mode", port.name));
                 continue;
             }
             for frontend in &port.frontends {
-                wanted.insert((port.name.protocol, frontend.addr()), (service.clone(), frontend.kind));
+                let key = (port.name.protocol, frontend.addr());
+                if owners.get(&key).is_some_and(|(owner, _)| *owner == port.name) {
+                    wanted.insert(key, (service.clone(), frontend.kind));
+                }
             }
             services.insert(key, service);
         }

@@ -49,6 +49,10 @@ pub struct ListArgs {
     /// The running kproxy's metrics address (`metricsBindAddress`).
     #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:10249")]
     pub address: std::net::SocketAddr,
+
+    /// Output format: ipvsadm's layout, or the rows of /list as JSON.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// Where objects come from and how kproxy is configured; shared by `run`
@@ -91,10 +95,11 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Output {
-    /// An aligned table, one row per frontend.
+    /// An aligned table, one row per frontend (`list`: ipvsadm -Ln's
+    /// layout).
     #[default]
     Table,
-    /// The ProxyState as JSON (the same document as the /state endpoint).
+    /// JSON: the document the admin server serves (/state, /list).
     Json,
 }
 

@@ -1,4 +1,5 @@
-//! `kproxy list`: a running kproxy's `/list`, as `ipvsadm -Ln` prints it.
+//! `kproxy list`: a running kproxy's `/list`, as `ipvsadm -Ln` prints it
+//! (or, with `-o json`, as JSON).
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use kproxy_admin::listing::{VirtualServer, render};
 
-use crate::args::ListArgs;
+use crate::args::{ListArgs, Output};
 
 pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let addr = args.address;
@@ -23,6 +24,11 @@ pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(status.contains(" 200 "), "{addr}/list: {status} (a kproxy older than `kproxy list`?)");
     let servers: Vec<VirtualServer> =
         serde_json::from_str(body).with_context(|| format!("{addr}/list: not the list kproxy serves"))?;
-    crate::output::print(&render(&servers))?;
+    match args.output {
+        Output::Table => crate::output::print(&render(&servers))?,
+        // Re-encoded, so the output is /list's shape whatever the running
+        // kproxy's version (older snake_case keys read and written anew).
+        Output::Json => crate::output::print(&format!("{}\n", serde_json::to_string_pretty(&servers)?))?,
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,7 @@ mod claim;
 mod cleanup_cmd;
 mod coexist;
 mod demo;
+mod forwarding;
 mod host;
 mod kernel_settings;
 mod leftovers;

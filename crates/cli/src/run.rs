@@ -71,7 +71,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let support = crate::mode::support(&config, mode)?;
-    let not_programmed = crate::not_programmed::for_mode(&config, mode)?;
+    // A dry run reports what the configured mode would leave out.
+    let not_programmed = crate::not_programmed::for_mode(&config, semantics)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
@@ -147,13 +148,16 @@ async fn serve(
     };
 
     let (state_tx, state_rx) = watch::channel(Arc::new(ProxyState::default()));
+    // Modes without their own listing list the state, saying what their
+    // rules masquerade.
+    let listing = dataplane.listing().or_else(|| Some(crate::forwarding::state_listing(&config, state_rx.clone())));
     let admin = Arc::new(AdminState {
         health: health.clone(),
         metrics: metrics.clone(),
         state: state_rx,
         mode: dataplane.mode().to_owned(),
         clock: Arc::new(SystemClock),
-        listing: dataplane.listing(),
+        listing,
         not_programmed: Some(modes.not_programmed.clone()),
     });
     if !once {

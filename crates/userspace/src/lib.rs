@@ -21,7 +21,7 @@ mod tcp;
 mod udp;
 mod workers;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,6 +176,9 @@ pub struct Userspace {
     listening: HashMap<(Protocol, SocketAddr), Listening>,
     /// Frontends that failed to listen, with the reason, until they work.
     failed: HashMap<(Protocol, SocketAddr), String>,
+    /// What the last sync left out by [`claims::owners`], reported once
+    /// each while it lasts.
+    unserved: BTreeSet<String>,
 }
 
 impl Userspace {
@@ -196,6 +199,7 @@ impl Userspace {
             services: HashMap::new(),
             listening: HashMap::new(),
             failed: HashMap::new(),
+            unserved: BTreeSet::new(),
         }
     }
 
@@ -212,7 +216,11 @@ impl Userspace {
     fn apply(&mut self, request: &SyncRequest<'_>) -> SyncReport {
         let mut skipped = Vec::new();
         let mut services = HashMap::new();
-        let owners = claims::owners(request.state, &mut skipped);
+        let mut unserved = Vec::new();
+        let owners = claims::owners(request.state, &mut unserved);
+        let unserved: BTreeSet<String> = unserved.into_iter().collect();
+        skipped.extend(unserved.difference(&self.unserved).cloned());
+        self.unserved = unserved;
         let mut wanted: HashMap<(Protocol, SocketAddr), (Arc<Service>, kproxy_model::FrontendKind)> = HashMap::new();
         for port in request.state.service_ports() {
             let key = (port.name.clone(), port.family);

@@ -29,8 +29,8 @@ pub struct AdminState {
     /// The mode's own `/list` (with connection counts); `None` lists the
     /// state, with `random` for services that choose no scheduler.
     pub listing: Option<Arc<dyn Listing>>,
-    /// What the mode's planner leaves out of the state, for `/state`;
-    /// `None`: nothing (a dry run).
+    /// What the mode's planner leaves out of the state, for `/state`
+    /// (`kproxy run` always gives one; `None` reports nothing left out).
     pub not_programmed: Option<Arc<dyn NotProgrammed>>,
 }
 

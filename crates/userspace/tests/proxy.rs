@@ -286,7 +286,7 @@ async fn weights_split_round_robin_and_weight_zero_drains() {
 #[tokio::test]
 async fn a_frontend_two_services_claim_goes_to_the_cluster_ip_and_the_loser_is_reported_once() {
     let (a, b) = (backend("a").await, backend("b").await);
-    let front = frontend_addr(9);
+    let front = frontend_addr(14);
     let web = port(Protocol::Tcp, &[front], &[a], None);
     // Sorts after web, which used to make it the frontend's last (winning)
     // claim; an external IP never beats a cluster IP.

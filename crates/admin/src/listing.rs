@@ -79,13 +79,12 @@ pub trait Listing: Send + Sync {
 /// frontend, in the forwarding column's words.
 pub type Forward = dyn Fn(&ProxyState, &ServicePort, &Frontend, &Endpoint) -> String + Send + Sync;
 
-/// The list a state implies, for modes without counts. `default` is the
-/// scheduler of services that do not choose one. A frontend two service
-/// ports claim is listed once, for the port the planners give it to: a
-/// cluster IP before any other kind of claim, then the first in name order
-/// (the nftables mode also keeps a frontend with its earlier owner among
-/// equals; this list, made from the state alone, cannot).
-pub fn from_state(state: &ProxyState, default: Scheduler, forward: &Forward) -> Vec<VirtualServer> {
+/// The service port each frontend (protocol, address) goes to when
+/// several claim it, as the planners decide: a cluster IP before any other
+/// kind of claim, then the first in name order (the nftables mode also
+/// keeps a frontend with its earlier owner among equals; from the state
+/// alone that cannot be told).
+pub fn owners(state: &ProxyState) -> HashMap<(Protocol, SocketAddr), &ServicePortName> {
     let mut owners: HashMap<(Protocol, SocketAddr), (bool, &ServicePortName)> = HashMap::new();
     for port in state.service_ports() {
         for frontend in &port.frontends {
@@ -94,10 +93,18 @@ pub fn from_state(state: &ProxyState, default: Scheduler, forward: &Forward) -> 
             *owner = rank.min(*owner);
         }
     }
+    owners.into_iter().map(|(key, (_, name))| (key, name)).collect()
+}
+
+/// The list a state implies, for modes without counts. `default` is the
+/// scheduler of services that do not choose one. A frontend two service
+/// ports claim is listed once, for its [`owners`] entry.
+pub fn from_state(state: &ProxyState, default: Scheduler, forward: &Forward) -> Vec<VirtualServer> {
+    let owners = owners(state);
     let mut out = Vec::new();
     for port in state.service_ports() {
         for frontend in &port.frontends {
-            if owners.get(&(port.name.protocol, frontend.addr())).is_some_and(|(_, owner)| **owner != port.name) {
+            if owners.get(&(port.name.protocol, frontend.addr())).is_some_and(|owner| **owner != port.name) {
                 continue;
             }
             let endpoints = port

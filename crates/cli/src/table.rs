@@ -32,9 +32,15 @@ pub fn render(report: &StateReport<'_>) -> String {
     let _ = writeln!(out, "{summary}\n");
 
     let mut rows: Vec<[String; 6]> = vec![HEADER.map(String::from)];
+    let owners = kproxy_admin::listing::owners(state);
     for port in state.service_ports() {
         for frontend in &port.frontends {
-            rows.push(row(port, frontend));
+            let mut row = row(port, frontend);
+            // Another port holds it: its endpoints are not this row's.
+            if let Some(owner) = owners.get(&(port.name.protocol, frontend.addr())).filter(|o| ***o != port.name) {
+                row[5] = format!("not served: held by {owner} (below)");
+            }
+            rows.push(row);
         }
         if port.frontends.is_empty() {
             rows.push([

@@ -65,6 +65,8 @@ fn every_mode_reports_the_frontend_lost_to_another_claim_in_the_table_and_in_jso
         let listed: Vec<&str> = section.lines().take_while(|l| !l.is_empty()).map(str::trim).collect();
         assert_eq!(listed, expected, "{mode}:\n{table}");
         assert!(table.contains("\nignored:\n  default/db: headless (clusterIP: None)\n"), "{table}");
+        let thief = table.lines().find(|l| l.starts_with("default/thief") && l.contains("ExternalIP")).expect(&table);
+        assert!(thief.ends_with("not served: held by default/web:http/TCP (below)"), "{mode}:\n{table}");
     }
 }
 

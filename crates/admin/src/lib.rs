@@ -14,9 +14,11 @@ pub mod inspect;
 pub mod listing;
 pub mod metrics;
 pub mod router;
+pub mod state_report;
 
 pub use health::{Clock, Health, HealthReport, SystemClock};
 pub use health_check::{HealthCheck, HealthChecks, serve_health_checks};
 pub use inspect::{Inspect, InspectError, StateOutput, TraceQuery, inspect_router};
 pub use metrics::Metrics;
 pub use router::{AdminState, configz_router, health_router, metrics_router};
+pub use state_report::{NotProgrammed, StateReport};

@@ -6,14 +6,25 @@
 //!
 //! The rows are display values: each field holds the text ipvsadm prints
 //! for it, so a row filled from the kernel renders to ipvsadm's fields.
+//! Modes without IPVS say in the forwarding column what their rules do
+//! ([`StateListing`]): `Masq` (every client masqueraded), `MasqOut` (clients
+//! outside the cluster), `NoMasq`, `*` for an endpoint on this node that is
+//! masqueraded when it connects to itself.
 //! [`render`] prints no `IP Virtual Server version` line: `/list` carries
 //! rows only, and the kernel's version is not kproxy's to report in the
 //! other modes.
-use kproxy_model::{FrontendKind, ProxyState, Scheduler};
-use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-/// One frontend.
+use kproxy_model::{Endpoint, Frontend, FrontendKind, Protocol, ProxyState, Scheduler, ServicePort, ServicePortName};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+/// One frontend. Keys are camelCase, as `/state`'s; the snake_case keys an
+/// earlier kproxy's `/list` had are still read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct VirtualServer {
     /// `TCP`, `UDP`, `SCTP`; `FWM` for a firewall-mark virtual server.
     pub protocol: String,
@@ -28,7 +39,7 @@ pub struct VirtualServer {
     pub scheduler: String,
     /// Scheduler flags as ipvsadm prints them between parentheses
     /// (`sh-fallback,sh-port`).
-    #[serde(default)]
+    #[serde(default, alias = "scheduler_flags")]
     pub scheduler_flags: Option<String>,
     /// Session affinity timeout in seconds (`persistent N`).
     pub persistent: Option<u32>,
@@ -38,17 +49,20 @@ pub struct VirtualServer {
     #[serde(default)]
     pub netmask: Option<String>,
     /// One-packet scheduling (`ops`).
-    #[serde(default)]
+    #[serde(default, alias = "one_packet")]
     pub one_packet: bool,
     pub endpoints: Vec<RealServer>,
 }
 
 /// One endpoint of a frontend.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RealServer {
     pub address: String,
-    /// How traffic reaches it, as ipvsadm names it: `Masq` (NAT) in every
-    /// kproxy mode; the kernel may also report `Local`, `Tunnel`, `Route`.
+    /// How traffic reaches it. In IPVS mode the kernel's forwarding
+    /// method as ipvsadm names it (`Masq`, NAT, for kproxy's; `Local`,
+    /// `Tunnel`, `Route` for others'); elsewhere whether the rules
+    /// masquerade it (see the module's documentation).
     pub forward: String,
     pub weight: u32,
     /// `None` where the mode cannot tell.
@@ -61,18 +75,44 @@ pub trait Listing: Send + Sync {
     fn list(&self) -> Vec<VirtualServer>;
 }
 
+/// What a mode's rules do with new connections to one endpoint of one
+/// frontend, in the forwarding column's words.
+pub type Forward = dyn Fn(&ProxyState, &ServicePort, &Frontend, &Endpoint) -> String + Send + Sync;
+
+/// The service port each frontend (protocol, address) goes to when
+/// several claim it, as the planners decide: a cluster IP before any other
+/// kind of claim, then the first in name order (the nftables mode also
+/// keeps a frontend with its earlier owner among equals; from the state
+/// alone that cannot be told).
+pub fn owners(state: &ProxyState) -> HashMap<(Protocol, SocketAddr), &ServicePortName> {
+    let mut owners: HashMap<(Protocol, SocketAddr), (bool, &ServicePortName)> = HashMap::new();
+    for port in state.service_ports() {
+        for frontend in &port.frontends {
+            let rank = (frontend.kind != FrontendKind::ClusterIp, &port.name);
+            let owner = owners.entry((port.name.protocol, frontend.addr())).or_insert(rank);
+            *owner = rank.min(*owner);
+        }
+    }
+    owners.into_iter().map(|(key, (_, name))| (key, name)).collect()
+}
+
 /// The list a state implies, for modes without counts. `default` is the
-/// scheduler of services that do not choose one.
-pub fn from_state(state: &ProxyState, default: Scheduler) -> Vec<VirtualServer> {
+/// scheduler of services that do not choose one. A frontend two service
+/// ports claim is listed once, for its [`owners`] entry.
+pub fn from_state(state: &ProxyState, default: Scheduler, forward: &Forward) -> Vec<VirtualServer> {
+    let owners = owners(state);
     let mut out = Vec::new();
     for port in state.service_ports() {
         for frontend in &port.frontends {
+            if owners.get(&(port.name.protocol, frontend.addr())).is_some_and(|owner| **owner != port.name) {
+                continue;
+            }
             let endpoints = port
                 .endpoints_for(frontend.kind, frontend.kind != FrontendKind::ClusterIp)
                 .iter()
                 .map(|e| RealServer {
                     address: e.addr().to_string(),
-                    forward: "Masq".into(),
+                    forward: forward(state, port, frontend, e),
                     weight: port.weight_of(e.ip),
                     active: None,
                     inactive: None,
@@ -94,6 +134,21 @@ pub fn from_state(state: &ProxyState, default: Scheduler) -> Vec<VirtualServer> 
         }
     }
     out
+}
+
+/// `/list` of a mode without counts: the latest state, with the mode's
+/// own forwarding words.
+pub struct StateListing {
+    pub state: watch::Receiver<Arc<ProxyState>>,
+    pub default: Scheduler,
+    pub forward: Arc<Forward>,
+}
+
+impl Listing for StateListing {
+    fn list(&self) -> Vec<VirtualServer> {
+        let state = self.state.borrow().clone();
+        from_state(&state, self.default, &*self.forward)
+    }
 }
 
 /// `ipvsadm -Ln`'s two column header lines.
@@ -139,8 +194,19 @@ pub fn render(servers: &[VirtualServer]) -> String {
             );
         }
     }
+    let own_words = servers.iter().flat_map(|vs| &vs.endpoints).any(|rs| OWN_WORDS.contains(&rs.forward.as_str()));
+    if own_words {
+        out.push_str(LEGEND);
+    }
     out
 }
+
+/// The forwarding words of modes without IPVS (ipvsadm has none of them).
+const OWN_WORDS: [&str; 4] = ["MasqOut", "MasqOut*", "NoMasq", "NoMasq*"];
+
+/// What those words mean, under the rows that use them.
+const LEGEND: &str = "\nForward: Masq every client masqueraded; MasqOut clients outside the cluster (and the node) \
+                      masqueraded, pods not; NoMasq none; * on this node: masqueraded when it connects to itself\n";
 
 #[cfg(test)]
 mod tests {
@@ -215,6 +281,73 @@ FWM  42 IPv6 sh (sh-fallback,sh-port) ops
                 "  -> [fd00::2]:80                 Masq    0      -          -         "
             ]
         );
+    }
+
+    /// A frontend two ports claim is listed once, for its cluster IP
+    /// owner, with the mode's forwarding words and their legend.
+    #[test]
+    fn a_claimed_frontend_is_listed_for_its_owner_with_the_modes_words() {
+        use kproxy_model::{Frontend, IpFamily, ServiceName, ServicePortName, TrafficPolicy};
+        let port = |name: &str, frontends: Vec<Frontend>| ServicePort {
+            name: ServicePortName::new(ServiceName::new("default", name), "http", Protocol::Tcp),
+            family: IpFamily::V4,
+            port: 80,
+            node_port: None,
+            frontends,
+            load_balancer_source_ranges: None,
+            internal_traffic_policy: TrafficPolicy::Cluster,
+            external_traffic_policy: TrafficPolicy::Cluster,
+            session_affinity: None,
+            scheduler: None,
+            weights: Default::default(),
+            health_check: None,
+            health_check_node_port: None,
+            warnings: Vec::new(),
+            cluster_endpoints: vec![Endpoint {
+                ip: "10.244.1.5".parse().unwrap(),
+                port: 8080,
+                ready: true,
+                serving: true,
+                terminating: false,
+                local: true,
+            }],
+            local_endpoints: Vec::new(),
+        };
+        let shared = "10.96.0.10".parse().unwrap();
+        let mut state = ProxyState::default();
+        for p in [
+            port("aaa", vec![Frontend::new(FrontendKind::ExternalIp, shared, 80)]),
+            port("web", vec![Frontend::new(FrontendKind::ClusterIp, shared, 80)]),
+        ] {
+            state.ipv4.service_ports.insert(p.name.clone(), Arc::new(p));
+        }
+        let rows = from_state(&state, Scheduler::Random, &|_, port, _, _| format!("NoMasq {}", port.name.service.name));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].service.as_str(), rows[0].endpoints[0].forward.as_str()),
+            ("default/web:http", "NoMasq web")
+        );
+        let words = from_state(&state, Scheduler::Random, &|_, _, _, _| "NoMasq*".into());
+        assert!(render(&words).ends_with(LEGEND));
+        let ipvs = from_state(&state, Scheduler::Random, &|_, _, _, _| "Masq".into());
+        assert!(!render(&ipvs).contains("Forward:"));
+    }
+
+    /// `/list` spells its keys as `/state` does (camelCase), and reads
+    /// an earlier kproxy's snake_case ones.
+    #[test]
+    fn keys_are_camel_case_and_old_snake_case_keys_still_parse() {
+        let mut vs = server("TCP", "10.96.0.10:80");
+        vs.scheduler_flags = Some("sh-port".into());
+        vs.one_packet = true;
+        let json = serde_json::to_value(&vs).unwrap();
+        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        assert!(keys.contains(&"schedulerFlags") && keys.contains(&"onePacket"), "{keys:?}");
+        assert!(keys.iter().all(|k| !k.contains('_')), "{keys:?}");
+        let old = r#"[{"protocol":"TCP","frontend":"10.96.0.10:80","kind":"ClusterIP","service":"default/web:http",
+            "scheduler":"rr","scheduler_flags":"sh-port","persistent":null,"one_packet":true,"endpoints":[]}]"#;
+        let rows: Vec<VirtualServer> = serde_json::from_str(old).unwrap();
+        assert_eq!(rows, [vs]);
     }
 
     /// `kproxy list` reads the `/list` of a kproxy older than the

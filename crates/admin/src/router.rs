@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::health::{Clock, Health};
 use crate::listing::Listing;
 use crate::metrics::{CodeLabel, Metrics};
+use crate::state_report::{NotProgrammed, StateReport};
 
 /// What the handlers read.
 pub struct AdminState {
@@ -28,6 +29,9 @@ pub struct AdminState {
     /// The mode's own `/list` (with connection counts); `None` lists the
     /// state, with `random` for services that choose no scheduler.
     pub listing: Option<Arc<dyn Listing>>,
+    /// What the mode's planner leaves out of the state, for `/state`
+    /// (`kproxy run` always gives one; `None` reports nothing left out).
+    pub not_programmed: Option<Arc<dyn NotProgrammed>>,
 }
 
 /// `/healthz` and `/livez`, for load balancers and the kubelet.
@@ -142,16 +146,28 @@ async fn metrics(State(admin): State<Arc<AdminState>>) -> Response {
 async fn list(State(admin): State<Arc<AdminState>>) -> Response {
     let servers = match &admin.listing {
         Some(listing) => listing.list(),
-        None => crate::listing::from_state(&admin.state.borrow(), kproxy_model::Scheduler::Random),
+        // Without the mode's words: the endpoint is reached by NAT.
+        None => crate::listing::from_state(&admin.state.borrow(), kproxy_model::Scheduler::Random, &|_, _, _, _| {
+            "Masq".into()
+        }),
     };
     let json = serde_json::to_string(&servers).expect("plain structs serialise");
     ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
+/// The state with what the mode leaves out of it ([`StateReport`]), the
+/// document `kproxy state -o json` prints.
 async fn proxy_state(State(admin): State<Arc<AdminState>>) -> Response {
     let state = admin.state.borrow().clone();
-    match serde_json::to_string(state.as_ref()) {
-        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+    let admin = admin.clone();
+    let json = tokio::task::spawn_blocking(move || {
+        let skips = admin.not_programmed.as_ref().map(|n| n.not_programmed(&state)).unwrap_or_default();
+        serde_json::to_string(&StateReport::new(&admin.mode, &state, skips))
+    })
+    .await;
+    match json {
+        Ok(Ok(json)) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }

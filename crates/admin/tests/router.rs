@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use kproxy_admin::{AdminState, Clock, Health, Metrics, health_router, metrics_router};
-use kproxy_model::{NodeState, ProxyState};
+use kproxy_model::{IgnoreReason, NodeState, ProxyState, ServiceName};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
@@ -46,6 +46,7 @@ fn fixture() -> Fixture {
         mode: "dry-run".into(),
         clock: clock.clone(),
         listing: None,
+        not_programmed: None,
     });
     Fixture { admin, clock, state_tx }
 }
@@ -150,6 +151,31 @@ async fn state_serves_the_latest_proxy_state_as_json() {
     assert_eq!(json["node"]["name"], "node-a");
     assert_eq!(json["ipv4"]["servicePorts"], serde_json::json!([]));
     assert_eq!(get(metrics_router(f.admin.clone()), "/proxyMode").await.1, "dry-run");
+}
+
+#[tokio::test]
+async fn state_carries_the_mode_ignored_services_and_what_the_mode_does_not_program() {
+    let f = fixture();
+    let mut state = ProxyState::default();
+    state.ignored.insert(ServiceName::new("default", "db"), IgnoreReason::Headless);
+    f.state_tx.send(Arc::new(state)).unwrap();
+    let skips = |state: &ProxyState| vec![format!("{} ignored, one skipped", state.ignored.len())];
+    let admin = AdminState {
+        health: f.admin.health.clone(),
+        metrics: f.admin.metrics.clone(),
+        state: f.admin.state.clone(),
+        mode: "nftables".into(),
+        clock: f.clock.clone(),
+        listing: None,
+        not_programmed: Some(Arc::new(skips)),
+    };
+    let (status, body) = get(metrics_router(Arc::new(admin)), "/state").await;
+    assert_eq!(status, StatusCode::OK);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["mode"], "nftables");
+    assert_eq!(json["ignored"][0]["reason"], "headless (clusterIP: None)");
+    assert_eq!(json["notProgrammed"], serde_json::json!(["1 ignored, one skipped"]));
+    assert_eq!(json["warnings"], serde_json::json!([]));
 }
 
 #[tokio::test]

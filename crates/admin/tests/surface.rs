@@ -21,6 +21,7 @@ fn admin(mode: &str) -> Arc<AdminState> {
         mode: mode.into(),
         clock: Arc::new(SystemClock),
         listing: None,
+        not_programmed: None,
     })
 }
 

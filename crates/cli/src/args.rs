@@ -76,6 +76,10 @@ pub struct ListArgs {
 
     #[command(flatten)]
     pub running: Running,
+
+    /// Output format: ipvsadm's layout, or the rows of /list as JSON.
+    #[arg(short = 'o', long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// Where `state`, `trace`, `render` and `list` find the kproxy running on
@@ -135,10 +139,11 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Output {
-    /// An aligned table, one row per frontend.
+    /// An aligned table, one row per frontend (`list`: ipvsadm -Ln's
+    /// layout).
     #[default]
     Table,
-    /// The ProxyState as JSON (the same document as the /state endpoint).
+    /// JSON: the document the admin server serves (/state, /list).
     Json,
 }
 

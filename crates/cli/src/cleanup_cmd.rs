@@ -73,9 +73,10 @@ pub fn cleanup(args: CleanupArgs) -> anyhow::Result<ExitCode> {
 pub fn everything(config: &Config) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let report = runtime.block_on(crate::leftovers::remove(None, config));
-    println!("removed {report}");
+    let printed = crate::output::print(&format!("removed {report}\n"));
     for problem in &report.kernel.problems {
         eprintln!("kproxy: not removed: {problem}");
     }
+    printed?;
     Ok(if report.kernel.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -37,7 +37,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     kproxy_sandbox::available().context("network namespaces are not available here")?;
     let (services, pods) = read_example(&args.manifests)?;
 
-    println!("building the sandbox: 2 nodes, {} pods, an external client ...", pods.len());
+    crate::output::print(&format!("building the sandbox: 2 nodes, {} pods, an external client ...\n", pods.len()))?;
     let mut topo = Topology::new().context("building the sandbox")?;
     let mut backends = Vec::new();
     let mut pod_yaml = String::new();
@@ -54,7 +54,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(dir.path().join("pods.yaml"), pod_yaml)?;
     std::fs::write(dir.path().join("node.yaml"), NODE_A)?;
 
-    println!("starting kproxy in node-a (nftables mode) ...");
+    crate::output::print("starting kproxy in node-a (nftables mode) ...\n")?;
     let log = dir.path().join("kproxy.log");
     let mut command = Command::new(std::env::current_exe()?);
     command
@@ -67,13 +67,21 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let kproxy = topo.node.ns.spawn(command).context("starting kproxy")?;
     wait_for_rules(&topo.node.ns, &log)?;
 
-    let rows = traffic(&topo, dir.path())?;
-    print!("{}", render(&rows));
-    println!("\nmasqueraded: the backend saw node-a's address instead of the client's.");
-    println!("removing the sandbox ...");
+    let rows = traffic(&topo, dir.path());
+    // Printed before the sandbox goes, which happens whatever the reader
+    // of the output does.
+    let printed = match &rows {
+        Ok(rows) => crate::output::print(&format!(
+            "{}\nmasqueraded: the backend saw node-a's address instead of the client's.\nremoving the sandbox ...\n",
+            render(rows)
+        )),
+        Err(_) => Ok(()),
+    };
     let _ = kproxy.kill();
     drop(backends);
     drop(topo);
+    rows?;
+    printed?;
     Ok(ExitCode::SUCCESS)
 }
 

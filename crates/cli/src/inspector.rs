@@ -3,10 +3,9 @@
 //! the last sync that applied, through the same [`Rules`] and explanation
 //! the commands use with `--manifests`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kproxy_admin::{Inspect, InspectError, StateOutput, TraceQuery};
+use kproxy_admin::{Inspect, InspectError, NotProgrammed, StateOutput, StateReport, TraceQuery};
 use kproxy_config::{Config, ProxyMode};
 use kproxy_model::ProxyState;
 use tokio::sync::watch;
@@ -19,15 +18,22 @@ pub struct Inspector {
     rules: Result<Rules, String>,
     /// The state of the last sync that applied (`None` before the first).
     applied: watch::Receiver<Option<Arc<ProxyState>>>,
+    /// The running dataplane's name, as `/proxyMode` says it.
+    mode: String,
+    /// What the mode leaves out of a state (`/state`'s `notProgrammed`).
+    not_programmed: Arc<dyn NotProgrammed>,
 }
 
 impl Inspector {
     /// For a kproxy programming `programmed` (`None`: a dry run) with
-    /// `config`, reading what it applied from `applied`.
+    /// `config`, reading what it applied from `applied`; `/applied` is the
+    /// document `/state` serves, for the dataplane named `mode`.
     pub fn new(
         config: &Config,
         programmed: Option<ProxyMode>,
         applied: watch::Receiver<Option<Arc<ProxyState>>>,
+        mode: &str,
+        not_programmed: Arc<dyn NotProgrammed>,
     ) -> Self {
         let rules = match programmed {
             Some(mode) => Rules::of(mode, config).map_err(|e| format!("{e:#}")),
@@ -36,7 +42,7 @@ impl Inspector {
                 "plan them with --manifests or --kubeconfig and --proxy-mode"
             )),
         };
-        Self { rules, applied }
+        Self { rules, applied, mode: mode.to_owned(), not_programmed }
     }
 
     fn applied(&self) -> Result<(&Rules, Arc<ProxyState>), InspectError> {
@@ -69,9 +75,10 @@ impl Inspect for Inspector {
     fn state(&self, output: StateOutput) -> Result<String, InspectError> {
         let state = self.applied.borrow().clone();
         let state = state.ok_or_else(|| InspectError::Unsupported("no sync has applied yet; ask again".into()))?;
+        let report = StateReport::new(&self.mode, &state, self.not_programmed.not_programmed(&state));
         match output {
-            StateOutput::Table => Ok(crate::table::render(&state, &BTreeMap::new())),
-            StateOutput::Json => serde_json::to_string_pretty(state.as_ref())
+            StateOutput::Table => Ok(crate::table::render(&report)),
+            StateOutput::Json => serde_json::to_string_pretty(&report)
                 .map(|json| json + "\n")
                 .map_err(|e| InspectError::Failed(e.to_string())),
         }
@@ -97,6 +104,13 @@ mod tests {
         Arc::new(builder.state().clone())
     }
 
+    fn inspector(mode: Option<ProxyMode>, rx: watch::Receiver<Option<Arc<ProxyState>>>) -> Inspector {
+        let config = Config::default();
+        let name = mode.map_or("dry-run", ProxyMode::as_str);
+        let not_programmed = crate::not_programmed::for_mode(&config, mode).unwrap();
+        Inspector::new(&config, mode, rx, name, not_programmed)
+    }
+
     fn query(to: &str) -> TraceQuery {
         TraceQuery { from: "10.244.2.9".parse().unwrap(), to: to.into(), iif: Some("cni0".into()) }
     }
@@ -111,7 +125,7 @@ mod tests {
     #[test]
     fn traces_walk_the_applied_state_in_the_running_mode() {
         let (tx, rx) = watch::channel(None);
-        let inspector = Inspector::new(&Config::default(), Some(ProxyMode::Iptables), rx);
+        let inspector = inspector(Some(ProxyMode::Iptables), rx);
         assert_eq!(refusal(inspector.trace(&query("10.96.0.10:80"))), "no sync has applied yet; ask again");
         tx.send_replace(Some(applied()));
         let text = inspector.trace(&query("10.96.0.10:80")).unwrap();
@@ -124,13 +138,14 @@ mod tests {
     #[test]
     fn a_userspace_or_dry_run_kproxy_refuses_to_trace_and_render_but_shows_its_state() {
         let (_tx, rx) = watch::channel(Some(applied()));
-        let userspace = Inspector::new(&Config::default(), Some(ProxyMode::Userspace), rx.clone());
+        let userspace = inspector(Some(ProxyMode::Userspace), rx.clone());
         assert!(refusal(userspace.trace(&query("10.96.0.10:80"))).contains("programs no kernel rules"));
         assert!(refusal(userspace.render()).contains("programs no kernel rules"));
-        let dry_run = Inspector::new(&Config::default(), None, rx);
+        let dry_run = inspector(None, rx);
         assert!(refusal(dry_run.trace(&query("10.96.0.10:80"))).contains("programs nothing (a dry run)"));
         assert!(dry_run.state(StateOutput::Table).unwrap().contains("default/web"));
         let json: serde_json::Value = serde_json::from_str(&dry_run.state(StateOutput::Json).unwrap()).unwrap();
         assert_eq!(json["node"]["name"], "node-a");
+        assert_eq!(json["mode"], "dry-run");
     }
 }

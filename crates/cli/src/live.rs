@@ -110,7 +110,7 @@ pub fn state(addr: SocketAddr, output: Output) -> anyhow::Result<ExitCode> {
         Output::Table => "table",
         Output::Json => "json",
     };
-    print!("{}", get(addr, &format!("/applied?output={output}"))?);
+    crate::output::print(&get(addr, &format!("/applied?output={output}"))?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The binary is thin: it parses arguments and configuration, wires the
 //! crates together, sets up logging and maps errors to exit codes (0 done,
-//! 1 failed, 64 bad usage or configuration).
+//! 1 failed, 64 bad usage or configuration; 0 also when the reader of
+//! standard output went away, as ripgrep: see [`output`]).
 
 mod args;
 mod claim;
@@ -11,6 +12,7 @@ mod cluster;
 mod coexist;
 mod config_out;
 mod demo;
+mod forwarding;
 mod host;
 mod inspector;
 mod kernel_settings;
@@ -20,6 +22,8 @@ mod live;
 mod logging;
 mod mode;
 mod node_check;
+mod not_programmed;
+mod output;
 mod render_cmd;
 mod rules;
 mod run;
@@ -81,6 +85,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // `kproxy render | head -3`: the reader had what it wanted.
+        Err(e) if e.downcast_ref::<output::StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kproxy: {e:#}");
             if e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<kproxy_config::ConfigError>().is_some() {

@@ -5,8 +5,6 @@
 
 use std::process::ExitCode;
 
-use kproxy_config::ProxyMode;
-
 use crate::args::RenderArgs;
 use crate::live::Source;
 use crate::rules::Rules;
@@ -19,15 +17,15 @@ pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
     if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
         crate::live::check_mode(addr, &args.common)?;
-        print!("{}", crate::live::get(addr, "/render")?);
+        crate::output::print(&crate::live::get(addr, "/render")?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let loaded = load_objects(&args.common, config)?;
-    let rules = Rules::of(loaded.config.mode.unwrap_or(ProxyMode::Nftables), &loaded.config)?;
+    let rules = Rules::of(crate::state_cmd::mode(&loaded.config), &loaded.config)?;
     let rendered = rules.render(loaded.builder.state());
-    print!("{}", rendered.text);
     for skipped in &rendered.skipped {
         eprintln!("not programmed: {skipped}");
     }
+    crate::output::print(&rendered.text)?;
     Ok(loaded.exit_code())
 }

@@ -63,11 +63,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     crate::kernel_settings::apply(&config, mode);
     let dataplane = crate::mode::dataplane(&config, mode)?;
     let support = crate::mode::support(&config, mode)?;
+    // A dry run reports what the configured mode would leave out.
+    let not_programmed = crate::not_programmed::for_mode(&config, semantics)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     // The mode whose rules this process programs: what other modes left
     // goes once they are in (without root there is nothing to remove).
     let programmed = mode.filter(|_| crate::mode::is_root());
-    let modes = Modes { semantics, programmed, running: mode, support };
+    let modes = Modes { semantics, programmed, running: mode, support, not_programmed };
     runtime.block_on(serve(config, configz, source, dataplane, modes, args.once))
 }
 
@@ -82,6 +84,8 @@ struct Modes {
     /// and `/trace` and `/render` answer with its rules.
     running: Option<ProxyMode>,
     support: ModeSupport,
+    /// For `/state`: what the running mode's planner leaves out.
+    not_programmed: Arc<dyn kproxy_admin::NotProgrammed>,
 }
 
 async fn serve(
@@ -143,20 +147,30 @@ async fn serve(
 
     let (state_tx, state_rx) = watch::channel(Arc::new(ProxyState::default()));
     let applied = watch::Sender::new(None);
+    // Modes without their own listing list the state, saying what their
+    // rules masquerade.
+    let listing = dataplane.listing().or_else(|| Some(crate::forwarding::state_listing(&config, state_rx.clone())));
     let admin = Arc::new(AdminState {
         health: health.clone(),
         metrics: metrics.clone(),
         state: state_rx,
         mode: dataplane.mode().to_owned(),
         clock: Arc::new(SystemClock),
-        listing: dataplane.listing(),
+        listing,
+        not_programmed: Some(modes.not_programmed.clone()),
     });
     if !once {
         if let Some(addr) = config.healthz_bind_address {
             listen(addr, health_router(admin.clone()), "healthz", config.bind_address_hard_fail).await?;
         }
         if let Some(addr) = config.metrics_bind_address {
-            let inspector = Arc::new(crate::inspector::Inspector::new(&config, modes.running, applied.subscribe()));
+            let inspector = Arc::new(crate::inspector::Inspector::new(
+                &config,
+                modes.running,
+                applied.subscribe(),
+                &admin.mode,
+                modes.not_programmed.clone(),
+            ));
             let router = metrics_router(admin.clone())
                 .merge(kproxy_admin::inspect_router(inspector))
                 .merge(configz_router(configz));

@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use kproxy_config::Config;
+use kproxy_admin::StateReport;
+use kproxy_config::{Config, ProxyMode};
 use kproxy_source::manifests::Folder;
 use kproxy_state::StateBuilder;
 
@@ -35,7 +36,7 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
     let host_addresses = runtime.block_on(crate::host::addresses(config.mode));
     // What `run` would do of the annotations: the configured mode's, or
     // the nftables mode's (the default where kproxy can program).
-    let support = crate::mode::support(&config, Some(config.mode.unwrap_or(kproxy_config::ProxyMode::Nftables)))?;
+    let support = crate::mode::support(&config, Some(mode(&config)))?;
     let mut state_config = state_config(&config, host_addresses, config.mode, support);
     let Some(dir) = &common.manifests else {
         // As `run` reads the API: the cluster's controller writes the
@@ -70,9 +71,16 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
     Ok(Loaded { config, builder, skipped: reload.errors.len() })
 }
 
-/// Prints the state; exits 1 when some documents had to be skipped (the
-/// state printed is then what kproxy would serve without them). Without a
-/// source, the running kproxy's (see [`crate::live`]).
+/// The mode the offline commands compute for: the configured one, else
+/// nftables (what `run` picks where it can program).
+pub fn mode(config: &Config) -> ProxyMode {
+    config.mode.unwrap_or(ProxyMode::Nftables)
+}
+
+/// Prints the state and what the mode would not program of it (the
+/// document `/state` serves); exits 1 when some documents had to be
+/// skipped (the state printed is then what kproxy would serve without
+/// them). Without a source, the running kproxy's (see [`crate::live`]).
 pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(&args.common)?;
     if let Source::Running(addr) = crate::live::source(&args.common, args.running.address, &config)? {
@@ -80,9 +88,12 @@ pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
     }
     let loaded = load_objects(&args.common, config)?;
     let state = loaded.builder.state();
+    let mode = mode(&loaded.config);
+    let skips = crate::not_programmed::for_mode(&loaded.config, Some(mode))?.not_programmed(state);
+    let report = StateReport::new(mode.as_str(), state, skips);
     match args.output {
-        Output::Table => print!("{}", table::render(state, &loaded.builder.ignored_services())),
-        Output::Json => println!("{}", serde_json::to_string_pretty(state)?),
+        Output::Table => crate::output::print(&table::render(&report))?,
+        Output::Json => crate::output::print(&format!("{}\n", serde_json::to_string_pretty(&report)?))?,
     }
     Ok(loaded.exit_code())
 }

@@ -1,16 +1,19 @@
-//! The human-readable view of a [`ProxyState`]: one row per frontend.
+//! The human-readable view of a [`StateReport`]: one row per frontend,
+//! then the lists `-o json` carries (ignored services, what the mode does
+//! not program, annotations not honoured), in the same words.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use kproxy_model::{Endpoint, Frontend, FrontendKind, ProxyState, ServiceName, ServicePort, TrafficPolicy};
-use kproxy_state::info::IgnoreReason;
+use kproxy_admin::StateReport;
+use kproxy_model::{Endpoint, Frontend, FrontendKind, ServicePort, TrafficPolicy};
 
 const HEADER: [&str; 6] = ["SERVICE", "PORT", "FRONTEND", "TYPE", "POLICY", "ENDPOINTS"];
 
 /// Renders the state as an aligned table with a summary line on top and
-/// the ignored services and the annotation warnings at the bottom.
-pub fn render(state: &ProxyState, ignored: &BTreeMap<ServiceName, IgnoreReason>) -> String {
+/// the ignored services, what the mode does not program and the
+/// annotation warnings at the bottom.
+pub fn render(report: &StateReport<'_>) -> String {
+    let state = report.state;
     let mut out = String::new();
     let node = &state.node;
     let mut summary = format!("node {}", if node.name.is_empty() { "<unnamed>" } else { &node.name });
@@ -22,15 +25,22 @@ pub fn render(state: &ProxyState, ignored: &BTreeMap<ServiceName, IgnoreReason>)
     let cidrs: Vec<String> =
         state.ipv4.service_cidrs.iter().chain(&state.ipv6.service_cidrs).map(ToString::to_string).collect();
     let _ = write!(summary, "; service CIDRs {}", list_or(&cidrs, "not set"));
+    let _ = write!(summary, "; {} mode", report.mode);
     if !node.eligible {
         summary.push_str("; NOT ELIGIBLE (being deleted): /healthz fails");
     }
     let _ = writeln!(out, "{summary}\n");
 
     let mut rows: Vec<[String; 6]> = vec![HEADER.map(String::from)];
+    let owners = kproxy_admin::listing::owners(state);
     for port in state.service_ports() {
         for frontend in &port.frontends {
-            rows.push(row(port, frontend));
+            let mut row = row(port, frontend);
+            // Another port holds it: its endpoints are not this row's.
+            if let Some(owner) = owners.get(&(port.name.protocol, frontend.addr())).filter(|o| ***o != port.name) {
+                row[5] = format!("not served: held by {owner} (below)");
+            }
+            rows.push(row);
         }
         if port.frontends.is_empty() {
             rows.push([
@@ -60,19 +70,22 @@ pub fn render(state: &ProxyState, ignored: &BTreeMap<ServiceName, IgnoreReason>)
         let _ = writeln!(out, "(no services)");
     }
     let _ = writeln!(out, "\n* on this node   ~ terminating, still serving");
-    if !ignored.is_empty() {
+    if !state.ignored.is_empty() {
         let _ = writeln!(out, "\nignored:");
-        for (name, reason) in ignored {
+        for (name, reason) in &state.ignored {
             let _ = writeln!(out, "  {name}: {reason}");
         }
     }
-    let warnings = state.warnings();
-    if !warnings.is_empty() {
+    if !report.not_programmed.is_empty() {
+        let _ = writeln!(out, "\nnot programmed in {} mode:", report.mode);
+        for reason in &report.not_programmed {
+            let _ = writeln!(out, "  {reason}");
+        }
+    }
+    if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nannotations not honoured (the services are served with the default):");
-        for (name, warnings) in &warnings {
-            for warning in warnings {
-                let _ = writeln!(out, "  {name}: {warning}");
-            }
+        for w in &report.warnings {
+            let _ = writeln!(out, "  {}: {}", w.service, w.warning);
         }
     }
     out
@@ -151,6 +164,8 @@ mod tests {
     use kproxy_state::{StateBuilder, StateConfig};
     use kproxy_testkit::{Scenario, service};
 
+    use kproxy_admin::StateReport;
+
     use super::render;
 
     #[test]
@@ -163,7 +178,7 @@ mod tests {
         let mut builder = StateBuilder::new(config);
         reload.events.into_iter().for_each(|e| builder.apply(e));
         builder.take_changes();
-        insta::assert_snapshot!(render(builder.state(), &builder.ignored_services()));
+        insta::assert_snapshot!(render(&StateReport::new("nftables", builder.state(), Vec::new())));
     }
 
     #[test]
@@ -176,7 +191,7 @@ mod tests {
         };
         s.service(svc("bogus", "10.96.0.10", "bogus")).service(svc("least", "10.96.0.11", "lc"));
         s.service(svc("fine", "10.96.0.12", "rr")).sync();
-        let table = render(s.state(), &s.builder.ignored_services());
+        let table = render(&StateReport::new("nftables", s.state(), Vec::new()));
         let (rows, notes) = table.split_once("annotations not honoured").expect("a warnings section");
         assert!(rows.contains("default/bogus") && rows.contains("default/least"), "both are served:\n{table}");
         let notes: Vec<&str> = notes.lines().skip(1).collect();

@@ -9,7 +9,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
 use kproxy_admin::TraceQuery;
-use kproxy_config::ProxyMode;
 use kproxy_model::{IpFamily, Protocol, ProxyState};
 use kproxy_nftables::trace::{Fate, Packet, Trace};
 
@@ -46,12 +45,12 @@ pub fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         let pairs =
             [("from", Some(query.from.to_string())), ("to", Some(query.to.clone())), ("iif", query.iif.clone())];
         let pairs: Vec<(&str, Option<&str>)> = pairs.iter().map(|(k, v)| (*k, v.as_deref())).collect();
-        print!("{}", crate::live::get(addr, &format!("/trace?{}", crate::live::query(&pairs)))?);
+        crate::output::print(&crate::live::get(addr, &format!("/trace?{}", crate::live::query(&pairs)))?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let loaded = load_objects(&args.common, config)?;
-    let rules = Rules::of(loaded.config.mode.unwrap_or(ProxyMode::Nftables), &loaded.config)?;
-    print!("{}", traced(&rules, loaded.builder.state(), &query)?);
+    let rules = Rules::of(crate::state_cmd::mode(&loaded.config), &loaded.config)?;
+    crate::output::print(&traced(&rules, loaded.builder.state(), &query)?)?;
     Ok(loaded.exit_code())
 }
 

@@ -39,16 +39,17 @@ fn state_prints_one_row_per_frontend_of_the_example() {
 }
 
 #[test]
-fn state_json_is_the_proxy_state() {
+fn state_json_is_the_proxy_state_with_the_mode() {
     let out = kproxy(&["state", "--manifests", &example(), "--hostname-override", "node-a", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert_eq!(json["node"]["name"], "node-a");
+    assert_eq!(json["mode"], "nftables");
     let ports = json["ipv4"]["servicePorts"].as_array().unwrap();
     let dns =
         ports.iter().find(|p| p["name"]["service"]["name"] == "kube-dns" && p["name"]["protocol"] == "UDP").unwrap();
     assert_eq!(dns["clusterEndpoints"][0]["ip"], "10.244.2.53");
-    assert_eq!(dns["frontends"][0]["kind"], "ClusterIp");
+    assert_eq!(dns["frontends"][0]["kind"], "ClusterIP");
 }
 
 #[test]

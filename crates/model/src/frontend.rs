@@ -6,11 +6,17 @@ use std::net::{IpAddr, SocketAddr};
 use serde::Serialize;
 
 /// What kind of address a frontend is; decides which traffic policy and
-/// which filters apply to it (SEMANTICS.md, "Frontends").
+/// which filters apply to it (SEMANTICS.md, "Frontends"). Spelt as the
+/// Service fields it comes from (`clusterIP`, `externalIPs`,
+/// `loadBalancerIP` / `status.loadBalancer.ingress[].ip`, `nodePort`), the
+/// same in JSON as in every table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum FrontendKind {
+    #[serde(rename = "ClusterIP")]
     ClusterIp,
+    #[serde(rename = "ExternalIP")]
     ExternalIp,
+    #[serde(rename = "LoadBalancerIP")]
     LoadBalancerIp,
     NodePort,
 }
@@ -59,5 +65,20 @@ impl Frontend {
 impl fmt::Display for Frontend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.addr().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_serialise_as_they_display() {
+        for kind in
+            [FrontendKind::ClusterIp, FrontendKind::ExternalIp, FrontendKind::LoadBalancerIp, FrontendKind::NodePort]
+        {
+            let json = serde_json::to_string(&kind).expect("serialises");
+            assert_eq!(json, format!("\"{kind}\""));
+        }
     }
 }

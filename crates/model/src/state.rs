@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 
-use crate::{AnnotationWarning, IpFamily, ServiceName, ServicePort, ServicePortName};
+use crate::{AnnotationWarning, IgnoreReason, IpFamily, ServiceName, ServicePort, ServicePortName};
 
 /// This node as the proxy sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -28,6 +28,7 @@ pub struct NodeState {
     /// later serves too.
     pub node_port_match_all: Vec<IpFamily>,
     /// The Node's `spec.podCIDRs`, for `detectLocalMode: NodeCIDR`.
+    #[serde(rename = "podCIDRs")]
     pub pod_cidrs: Vec<IpNet>,
     /// False while the Node is being deleted or carries the
     /// `ToBeDeletedByClusterAutoscaler` taint: `/healthz` then fails so
@@ -45,6 +46,7 @@ pub struct NodeState {
 pub struct FamilyState {
     /// Addresses the cluster allocates service IPs from; an address in here
     /// that no service owns is dropped.
+    #[serde(rename = "serviceCIDRs")]
     pub service_cidrs: Vec<IpNet>,
     #[serde(serialize_with = "values_in_order")]
     pub service_ports: OrdMap<ServicePortName, Arc<ServicePort>>,
@@ -70,6 +72,11 @@ pub struct ProxyState {
     pub node: NodeState,
     pub ipv4: FamilyState,
     pub ipv6: FamilyState,
+    /// Valid Services kproxy programs nothing for, with the reason (a
+    /// persistent map, like the service ports: a headless Service per
+    /// StatefulSet adds up, and the state is cloned per sync).
+    #[serde(serialize_with = "ignored_in_order")]
+    pub ignored: OrdMap<ServiceName, IgnoreReason>,
 }
 
 impl ProxyState {
@@ -121,6 +128,21 @@ fn values_in_order<S: Serializer>(
     let mut seq = serializer.serialize_seq(Some(map.len()))?;
     for port in map.values() {
         seq.serialize_element(port.as_ref())?;
+    }
+    seq.end()
+}
+
+/// Ignored services serialise as a list of `{service, reason}`, the reason
+/// in the words of the `kproxy state` table.
+fn ignored_in_order<S: Serializer>(map: &OrdMap<ServiceName, IgnoreReason>, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Ignored<'a> {
+        service: &'a ServiceName,
+        reason: String,
+    }
+    let mut seq = serializer.serialize_seq(Some(map.len()))?;
+    for (service, reason) in map {
+        seq.serialize_element(&Ignored { service, reason: reason.to_string() })?;
     }
     seq.end()
 }

@@ -15,6 +15,7 @@ pub mod ast;
 mod base;
 mod config;
 mod diff;
+pub mod masquerade;
 pub mod names;
 mod objects;
 mod plan;

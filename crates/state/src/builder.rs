@@ -16,7 +16,7 @@ use crate::config::StateConfig;
 use crate::controller;
 use crate::diff::record_stale_udp;
 use crate::event::{Kind, Object, ObjectKey, SourceEvent};
-use crate::info::{IgnoreReason, NodeInfo, PodInfo, ServiceInfo, SliceInfo};
+use crate::info::{NodeInfo, PodInfo, ServiceInfo, SliceInfo};
 use crate::node::node_state;
 use crate::service_port::service_ports;
 use crate::tracker::ChangeTracker;
@@ -106,12 +106,6 @@ impl StateBuilder {
 
     pub fn event_counts(&self) -> EventCounts {
         self.counts
-    }
-
-    /// Valid services kproxy does not program, with the reason.
-    pub fn ignored_services(&self) -> BTreeMap<ServiceName, IgnoreReason> {
-        let ignored = self.services.current().values();
-        ignored.filter_map(|s| Some((s.name.clone(), s.ignored.clone()?))).collect()
     }
 
     pub fn apply(&mut self, event: SourceEvent) {
@@ -295,6 +289,10 @@ impl StateBuilder {
     /// Recomputes one service's ports in both families and records what
     /// differs from the current state.
     fn rebuild(&mut self, name: &ServiceName, changes: &mut Changes) {
+        match self.services.get(name).and_then(|s| s.ignored.clone()) {
+            Some(reason) => self.state.ignored.insert(name.clone(), reason),
+            None => self.state.ignored.remove(name),
+        };
         let slices = self.slices_by_service.get(name).into_iter().flatten().filter_map(|k| self.slices.get(k));
         let new_ports = match self.services.get(name) {
             Some(service) => service_ports(service, slices, &self.state.node, &self.config.mode),

@@ -10,31 +10,8 @@ use std::sync::Arc;
 use kproxy_model::{
     Annotation, HealthCheck, IpFamily, IpNet, Protocol, Scheduler, ServiceName, SessionAffinity, TrafficPolicy,
 };
-use serde::Serialize;
 
-/// Why a valid Service gets no rules from kproxy (SEMANTICS.md, "Inputs").
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub enum IgnoreReason {
-    /// `type: ExternalName`: DNS only.
-    ExternalName,
-    /// `clusterIP: None`: DNS only.
-    Headless,
-    /// Labelled `service.kubernetes.io/service-proxy-name`: another proxy
-    /// owns it.
-    OtherProxy(String),
-}
-
-impl std::fmt::Display for IgnoreReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IgnoreReason::ExternalName => f.write_str("type ExternalName (DNS only)"),
-            IgnoreReason::Headless => f.write_str("headless (clusterIP: None)"),
-            IgnoreReason::OtherProxy(proxy) => {
-                write!(f, "owned by service proxy {proxy:?} (label service.kubernetes.io/service-proxy-name)")
-            }
-        }
-    }
-}
+pub use kproxy_model::IgnoreReason;
 
 /// A Service's `targetPort`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

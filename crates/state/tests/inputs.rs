@@ -328,8 +328,22 @@ fn external_name_headless_and_other_proxy_services_are_ignored() {
     );
     s.sync();
     assert!(s.state().ipv4.service_ports.is_empty());
-    let ignored: Vec<String> = s.builder.ignored_services().keys().map(|n| n.to_string()).collect();
-    assert_eq!(ignored, ["default/ext", "default/headless", "default/theirs"]);
+    let ignored = |s: &Scenario| -> Vec<String> {
+        s.state().ignored.iter().map(|(name, reason)| format!("{name}: {reason}")).collect()
+    };
+    assert_eq!(
+        ignored(&s),
+        [
+            "default/ext: type ExternalName (DNS only)",
+            "default/headless: headless (clusterIP: None)",
+            "default/theirs: owned by service proxy \"other\" (label service.kubernetes.io/service-proxy-name)"
+        ]
+    );
+    // Served again, or gone: no longer listed.
+    s.service(service("default", "theirs").cluster_ip("10.96.0.9").port("a", "TCP", 80).build());
+    s.delete(Kind::Service, "default", "headless").sync();
+    assert_eq!(ignored(&s), ["default/ext: type ExternalName (DNS only)"]);
+    assert_eq!(s.state().ipv4.service_ports.len(), 1);
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! others keep working.
 
 mod buffers;
+mod claims;
 mod frontend;
 mod health;
 mod service;
@@ -20,7 +21,7 @@ mod tcp;
 mod udp;
 mod workers;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,7 @@ use kproxy_model::{IpFamily, ModeSupport, Protocol, Scheduler, ServicePortName};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+pub use claims::not_served;
 use frontend::Target;
 pub use service::{Counters, Service, Set};
 pub use tcp::Traffic;
@@ -174,6 +176,9 @@ pub struct Userspace {
     listening: HashMap<(Protocol, SocketAddr), Listening>,
     /// Frontends that failed to listen, with the reason, until they work.
     failed: HashMap<(Protocol, SocketAddr), String>,
+    /// What the last sync left out by [`claims::owners`], reported once
+    /// each while it lasts.
+    unserved: BTreeSet<String>,
 }
 
 impl Userspace {
@@ -194,6 +199,7 @@ impl Userspace {
             services: HashMap::new(),
             listening: HashMap::new(),
             failed: HashMap::new(),
+            unserved: BTreeSet::new(),
         }
     }
 
@@ -210,6 +216,11 @@ impl Userspace {
     fn apply(&mut self, request: &SyncRequest<'_>) -> SyncReport {
         let mut skipped = Vec::new();
         let mut services = HashMap::new();
+        let mut unserved = Vec::new();
+        let owners = claims::owners(request.state, &mut unserved);
+        let unserved: BTreeSet<String> = unserved.into_iter().collect();
+        skipped.extend(unserved.difference(&self.unserved).cloned());
+        self.unserved = unserved;
         let mut wanted: HashMap<(Protocol, SocketAddr), (Arc<Service>, kproxy_model::FrontendKind)> = HashMap::new();
         for port in request.state.service_ports() {
             let key = (port.name.clone(), port.family);
@@ -230,12 +241,15 @@ impl Userspace {
                     }
                 },
             };
+            // Not served (reported by `claims::owners`).
             if port.name.protocol == Protocol::Sctp {
-                skipped.push(format!("{}: SCTP is not served in userspace mode", port.name));
                 continue;
             }
             for frontend in &port.frontends {
-                wanted.insert((port.name.protocol, frontend.addr()), (service.clone(), frontend.kind));
+                let key = (port.name.protocol, frontend.addr());
+                if owners.get(&key).is_some_and(|(owner, _)| *owner == port.name) {
+                    wanted.insert(key, (service.clone(), frontend.kind));
+                }
             }
             services.insert(key, service);
         }

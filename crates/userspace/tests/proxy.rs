@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use kproxy_dataplane::Dataplane;
-use kproxy_model::{HealthCheck, Probe, Protocol, Scheduler, SessionAffinity};
+use kproxy_model::{
+    FrontendKind, HealthCheck, Probe, Protocol, Scheduler, ServiceName, ServicePortName, SessionAffinity,
+};
 use kproxy_userspace::Userspace;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -279,4 +281,26 @@ async fn weights_split_round_robin_and_weight_zero_drains() {
     for _ in 0..4 {
         assert_eq!(who(front).await.as_deref(), Some("b"), "weight 0: no new connections");
     }
+}
+
+#[tokio::test]
+async fn a_frontend_two_services_claim_goes_to_the_cluster_ip_and_the_loser_is_reported_once() {
+    let (a, b) = (backend("a").await, backend("b").await);
+    let front = frontend_addr(14);
+    let web = port(Protocol::Tcp, &[front], &[a], None);
+    // Sorts after web, which used to make it the frontend's last (winning)
+    // claim; an external IP never beats a cluster IP.
+    let mut thief = port(Protocol::Tcp, &[front], &[b], None);
+    thief.name = ServicePortName::new(ServiceName::new("default", "zzz"), "http", Protocol::Tcp);
+    thief.frontends[0].kind = FrontendKind::ExternalIp;
+    let state = state(vec![web, thief]);
+    let mut proxy = Userspace::new(settings());
+    let skipped = sync(&mut proxy, &state).await;
+    assert_eq!(
+        skipped,
+        [format!("default/zzz:http/TCP: frontend {front} is already served by default/web:http/TCP; not served")]
+    );
+    assert_eq!(who(front).await.as_deref(), Some("a"));
+    assert_eq!(sync(&mut proxy, &state).await, Vec::<String>::new(), "reported once, not every sync");
+    assert_eq!(who(front).await.as_deref(), Some("a"));
 }

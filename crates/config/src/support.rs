@@ -73,7 +73,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("mode", "--proxy-mode", Implemented),
     field("iptables.masqueradeBit", "--iptables-masquerade-bit", NotYet),
     field("iptables.masqueradeAll", "--masquerade-all", Implemented),
-    field("iptables.localhostNodePorts", "--iptables-localhost-nodeports", NotYet),
+    field("iptables.localhostNodePorts", "--iptables-localhost-nodeports", Implemented),
     field("iptables.syncPeriod", "--iptables-sync-period", Implemented),
     field("iptables.minSyncPeriod", "--iptables-min-sync-period", Implemented),
     field("ipvs.syncPeriod", "--ipvs-sync-period", Implemented),

@@ -161,3 +161,24 @@ fn userspace_mode_leaves_the_conntrack_sysctls_and_sets_its_oom_score() {
     }
     assert_eq!(oom_score_adj(&lab), "300");
 }
+
+/// deploy/base/config.yaml, the configuration every overlay of deploy/
+/// mounts (deploy_manifests.rs checks the rendered ones).
+fn shipped_config() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/base/config.yaml");
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
+
+#[test]
+fn shipped_deploy_config_leaves_conntrack_to_the_node_and_logs_nothing_about_it() {
+    let mut lab = Lab::new(&[]);
+    let before: Vec<String> = PER_NAMESPACE.iter().map(|(name, _)| in_namespace(lab.node(), name)).collect();
+    lab.start(&["--config", &shipped_config()]);
+    let after: Vec<String> = PER_NAMESPACE.iter().map(|(name, _)| in_namespace(lab.node(), name)).collect();
+    assert_eq!(after, before, "{}", lab.log_tail());
+    // Nothing asked for, so nothing refused: the DaemonSet's read-only
+    // /proc/sys produces no "conntrack setting not applied".
+    let log = lab.log();
+    let about: Vec<&str> = log.lines().filter(|l| l.contains("conntrack setting")).collect();
+    assert!(about.is_empty(), "{about:#?}");
+}

@@ -190,7 +190,11 @@ async fn serve(
         Runner::new(runner_config, StateBuilder::new(state_config), dataplane, handles).on_applied(applied);
     if once {
         let result = runner.run_once(events).await;
+        // Wait until the source has stopped: a task still being polled on
+        // another worker while the runtime drops panics on its timer ("A
+        // Tokio 1.x context was found, but it is being shutdown").
         source.abort();
+        let _ = source.await;
         return match result {
             Ok(()) => {
                 if let Some(mode) = modes.programmed {

@@ -287,22 +287,9 @@ FWM  42 IPv6 sh (sh-fallback,sh-port) ops
     /// owner, with the mode's forwarding words and their legend.
     #[test]
     fn a_claimed_frontend_is_listed_for_its_owner_with_the_modes_words() {
-        use kproxy_model::{Frontend, IpFamily, ServiceName, ServicePortName, TrafficPolicy};
+        use kproxy_model::{Frontend, IpFamily, ServiceName, ServicePortName};
         let port = |name: &str, frontends: Vec<Frontend>| ServicePort {
-            name: ServicePortName::new(ServiceName::new("default", name), "http", Protocol::Tcp),
-            family: IpFamily::V4,
-            port: 80,
-            node_port: None,
             frontends,
-            load_balancer_source_ranges: None,
-            internal_traffic_policy: TrafficPolicy::Cluster,
-            external_traffic_policy: TrafficPolicy::Cluster,
-            session_affinity: None,
-            scheduler: None,
-            weights: Default::default(),
-            health_check: None,
-            health_check_node_port: None,
-            warnings: Vec::new(),
             cluster_endpoints: vec![Endpoint {
                 ip: "10.244.1.5".parse().unwrap(),
                 port: 8080,
@@ -311,7 +298,11 @@ FWM  42 IPv6 sh (sh-fallback,sh-port) ops
                 terminating: false,
                 local: true,
             }],
-            local_endpoints: Vec::new(),
+            ..ServicePort::new(
+                ServicePortName::new(ServiceName::new("default", name), "http", Protocol::Tcp),
+                IpFamily::V4,
+                80,
+            )
         };
         let shared = "10.96.0.10".parse().unwrap();
         let mut state = ProxyState::default();

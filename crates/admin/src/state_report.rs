@@ -70,7 +70,6 @@ mod tests {
 
     use kproxy_model::{
         Annotation, FrontendKind, IgnoreReason, IpFamily, Problem, Protocol, ServicePort, ServicePortName,
-        TrafficPolicy,
     };
 
     use super::*;
@@ -79,22 +78,8 @@ mod tests {
         let name = ServicePortName::new(ServiceName::new("default", service), "http", Protocol::Tcp);
         let ip = ip.parse().unwrap();
         ServicePort {
-            name,
-            family: IpFamily::V4,
-            port: 80,
-            node_port: None,
             frontends: vec![kproxy_model::Frontend::new(FrontendKind::ClusterIp, ip, 80)],
-            load_balancer_source_ranges: None,
-            internal_traffic_policy: TrafficPolicy::Cluster,
-            external_traffic_policy: TrafficPolicy::Cluster,
-            session_affinity: None,
-            scheduler: None,
-            weights: Default::default(),
-            health_check: None,
-            health_check_node_port: None,
-            warnings: Vec::new(),
-            cluster_endpoints: Vec::new(),
-            local_endpoints: Vec::new(),
+            ..ServicePort::new(name, IpFamily::V4, 80)
         }
     }
 

@@ -72,6 +72,30 @@ pub struct ServicePort {
 }
 
 impl ServicePort {
+    /// A port with no frontends or endpoints, both traffic policies
+    /// `Cluster` and nothing else set: a starting point for callers (and
+    /// tests) that fill in the rest.
+    pub fn new(name: ServicePortName, family: IpFamily, port: u16) -> Self {
+        Self {
+            name,
+            family,
+            port,
+            node_port: None,
+            frontends: Vec::new(),
+            load_balancer_source_ranges: None,
+            internal_traffic_policy: TrafficPolicy::Cluster,
+            external_traffic_policy: TrafficPolicy::Cluster,
+            session_affinity: None,
+            scheduler: None,
+            weights: BTreeMap::new(),
+            health_check: None,
+            health_check_node_port: None,
+            warnings: Vec::new(),
+            cluster_endpoints: Vec::new(),
+            local_endpoints: Vec::new(),
+        }
+    }
+
     /// An endpoint's weight (`kproxy.io/weights`, default 1).
     pub fn weight_of(&self, ip: IpAddr) -> u32 {
         self.weights.get(&ip).copied().unwrap_or(1)

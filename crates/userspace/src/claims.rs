@@ -56,28 +56,15 @@ pub fn not_served(state: &ProxyState) -> Vec<String> {
 mod tests {
     use std::sync::Arc;
 
-    use kproxy_model::{Frontend, IpFamily, ServiceName, ServicePort, TrafficPolicy};
+    use kproxy_model::{Frontend, IpFamily, ServiceName, ServicePort};
 
     use super::*;
 
     fn port(name: &str, protocol: Protocol, frontends: &[(FrontendKind, &str)]) -> ServicePort {
+        let name = ServicePortName::new(ServiceName::new("default", name), "p", protocol);
         ServicePort {
-            name: ServicePortName::new(ServiceName::new("default", name), "p", protocol),
-            family: IpFamily::V4,
-            port: 80,
-            node_port: None,
             frontends: frontends.iter().map(|(kind, ip)| Frontend::new(*kind, ip.parse().unwrap(), 80)).collect(),
-            load_balancer_source_ranges: None,
-            internal_traffic_policy: TrafficPolicy::Cluster,
-            external_traffic_policy: TrafficPolicy::Cluster,
-            session_affinity: None,
-            scheduler: None,
-            weights: Default::default(),
-            health_check: None,
-            health_check_node_port: None,
-            warnings: Vec::new(),
-            cluster_endpoints: Vec::new(),
-            local_endpoints: Vec::new(),
+            ..ServicePort::new(name, IpFamily::V4, 80)
         }
     }
 

@@ -20,8 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${1:-$HERE}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-VM=${IPVS_VM:-$(cd "$HERE/../../../../.." && pwd)/shared/tools/ipvs-vm/run.sh}
-[ -x "$VM" ] || VM=/work/shared/tools/ipvs-vm/run.sh
+VM=${IPVS_VM:-$(cd "$HERE/../../../.." && pwd)/tools/ipvs-vm/run.sh}
 [ -x "$VM" ] || { echo "capture.sh: ipvs-vm run.sh not found (set IPVS_VM)" >&2; exit 1; }
 WORK=${IPVS_QEMU_WORK:-/tmp/ipvs-qemu}
 log() { echo "[capture] $*" >&2; }

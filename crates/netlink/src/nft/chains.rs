@@ -100,8 +100,8 @@ impl Collect for Chains {
 mod tests {
     use super::*;
     use crate::nft::decode::{Body, Value, parse};
-    use crate::nft::dump::{Reply, c_string};
-    use crate::nft::wire::{NLM_F_DUMP_INTR, NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN};
+    use crate::nft::dump::{Reply, c_string, done_message};
+    use crate::nft::wire::{NLM_F_DUMP_INTR, NLM_F_MULTI, NLMSG_ERROR, NLMSG_HDRLEN};
 
     fn text(attr: &Attr) -> &str {
         c_string(attr.bytes().expect("a string attribute"))
@@ -142,14 +142,6 @@ mod tests {
         w.into_bytes()
     }
 
-    fn done(seq: u32) -> Vec<u8> {
-        // NLMSG_DONE carries an int (0) where nfgenmsg would be: the same 4 bytes.
-        let mut w = Writer::with_seq(seq);
-        w.begin(NLMSG_DONE, NLM_F_MULTI, 0, 0);
-        w.end();
-        w.into_bytes()
-    }
-
     #[test]
     fn chains_of_the_tables_asked_for_are_kept_across_parts() {
         let mut reply = reply_to(&["filter", "nat"], 5);
@@ -161,7 +153,7 @@ mod tests {
         .concat();
         reply.absorb(parse(&part).unwrap()).unwrap();
         assert!(!reply.done);
-        reply.absorb(parse(&[newchain(5, "nat", "KUBE-SVC-A", 0), done(5)].concat()).unwrap()).unwrap();
+        reply.absorb(parse(&[newchain(5, "nat", "KUBE-SVC-A", 0), done_message(5)].concat()).unwrap()).unwrap();
         assert!(reply.done && !reply.interrupted);
         let want: BTreeMap<String, Vec<String>> = [
             ("filter".to_owned(), vec![]),
@@ -174,9 +166,13 @@ mod tests {
     #[test]
     fn an_interrupted_dump_is_flagged_and_stale_answers_are_ignored() {
         let mut reply = reply_to(&["nat"], 2);
-        reply.absorb(parse(&[newchain(1, "nat", "FROM-THE-FIRST-ATTEMPT", 0), done(1)].concat()).unwrap()).unwrap();
+        reply
+            .absorb(parse(&[newchain(1, "nat", "FROM-THE-FIRST-ATTEMPT", 0), done_message(1)].concat()).unwrap())
+            .unwrap();
         assert!(!reply.done);
-        reply.absorb(parse(&[newchain(2, "nat", "KUBE-SEP-B", NLM_F_DUMP_INTR), done(2)].concat()).unwrap()).unwrap();
+        reply
+            .absorb(parse(&[newchain(2, "nat", "KUBE-SEP-B", NLM_F_DUMP_INTR), done_message(2)].concat()).unwrap())
+            .unwrap();
         assert!(reply.done && reply.interrupted);
         assert_eq!(reply.collected.0["nat"], ["KUBE-SEP-B"]);
     }

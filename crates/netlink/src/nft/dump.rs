@@ -147,3 +147,15 @@ pub(crate) fn c_string(bytes: &[u8]) -> &str {
 pub(crate) fn text(attrs: &[Attr], kind: u16) -> Option<&str> {
     attrs.iter().find(|a| a.kind == kind).and_then(|a| a.bytes()).map(c_string)
 }
+
+/// The `NLMSG_DONE` that ends a dump answering request `seq`, as the kernel
+/// sends it, for the dump decoders' tests. It carries an int (0) where
+/// nfgenmsg would be: the same 4 bytes.
+#[cfg(test)]
+pub(crate) fn done_message(seq: u32) -> Vec<u8> {
+    use super::wire::{NLM_F_MULTI, NLMSG_DONE, Writer};
+    let mut w = Writer::with_seq(seq);
+    w.begin(NLMSG_DONE, NLM_F_MULTI, 0, 0);
+    w.end();
+    w.into_bytes()
+}

@@ -138,9 +138,9 @@ fn nest(attrs: &[Attr], kind: u16) -> Option<Cow<'_, [Attr]>> {
 mod tests {
     use super::*;
     use crate::nft::decode::{Body, parse};
-    use crate::nft::dump::Reply;
+    use crate::nft::dump::{Reply, done_message};
     use crate::nft::encode::verdict;
-    use crate::nft::wire::{NLM_F_APPEND, NLM_F_MULTI, NLMSG_DONE};
+    use crate::nft::wire::{NLM_F_APPEND, NLM_F_MULTI};
 
     #[test]
     fn the_request_is_a_getrule_dump_of_one_chain() {
@@ -181,13 +181,6 @@ mod tests {
         w.into_bytes()
     }
 
-    fn done(seq: u32) -> Vec<u8> {
-        let mut w = Writer::with_seq(seq);
-        w.begin(NLMSG_DONE, NLM_F_MULTI, 0, 0);
-        w.end();
-        w.into_bytes()
-    }
-
     #[test]
     fn each_rule_has_its_handle_and_verdict_and_other_chains_are_dropped() {
         let jump = Verdict::Jump("KUBE-SERVICES".into());
@@ -199,7 +192,7 @@ mod tests {
             newrule(3, "nat", "INPUT", 8, Some(&jump)),
             newrule(3, "filter", "INPUT", 9, Some(&goto)),
             newrule(3, "filter", "INPUT", 10, Some(&Verdict::Accept)),
-            done(3),
+            done_message(3),
         ]
         .concat();
         let mut reply = Reply::new(3, Rules::new("filter", "INPUT"));

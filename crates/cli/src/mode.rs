@@ -53,7 +53,7 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
             Ok(Some(ProxyMode::Iptables))
         }
         Some(ProxyMode::Userspace) => Ok(Some(ProxyMode::Userspace)),
-        None if is_root() => Ok(Some(ProxyMode::Nftables)),
+        None if is_root() => Ok(Some(crate::setup::UNSET_MODE)),
         None => {
             warn!(
                 fallback = "dry-run",

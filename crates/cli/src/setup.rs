@@ -14,7 +14,7 @@ use crate::args::Common;
 /// The mode an unset `mode` stands for: `run` picks nftables as root (a
 /// dry run otherwise, which programs nothing), and `state`, `render` and
 /// `trace` compute nftables' rules. Its section and flags are the ones read.
-const UNSET_MODE: ProxyMode = ProxyMode::Nftables;
+pub const UNSET_MODE: ProxyMode = ProxyMode::Nftables;
 
 /// Reads the configuration file (if any), applies the flags, starts
 /// logging at the configured verbosity, and logs the warnings for settings

@@ -72,9 +72,9 @@ pub fn load_objects(common: &Common, config: Config) -> anyhow::Result<Loaded> {
 }
 
 /// The mode the offline commands compute for: the configured one, else
-/// nftables (what `run` picks where it can program).
+/// [`crate::setup::UNSET_MODE`] (what `run` picks where it can program).
 pub fn mode(config: &Config) -> ProxyMode {
-    config.mode.unwrap_or(ProxyMode::Nftables)
+    config.mode.unwrap_or(crate::setup::UNSET_MODE)
 }
 
 /// Prints the state and what the mode would not program of it (the

@@ -3,36 +3,13 @@
 //! list` (table or `-o json`) says in its forwarding column what the rules
 //! masquerade.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod running;
 
-/// `GET path` on 127.0.0.1:port: the body of a 200 answer.
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200 ").then(|| body.to_owned())
-}
-
-/// Kills the child (by its own handle) when the test ends, pass or fail.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use running::{Running, get_ok as get};
 
 fn kproxy(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kproxy")).args(args).env_remove("RUST_LOG").output().expect("the binary runs")
@@ -63,19 +40,9 @@ const FLAGS: [&str; 6] =
 /// `kproxy run --dry-run` on `dir` (the nftables mode's semantics), until
 /// its `/list` has rows: (process, metrics port).
 fn dry_run(dir: &Path) -> (Running, u16) {
-    let (healthz, metrics) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
-        .args(["run", "--manifests", &dir.display().to_string()])
-        .args(FLAGS)
-        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
-        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-        // Never program the test host's own namespace.
-        .arg("--dry-run")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let running = Running(child);
+    let dir = dir.display().to_string();
+    // --dry-run: never program the test host's own namespace.
+    let (running, _, metrics) = running::start(&[&["--manifests", dir.as_str()][..], &FLAGS, &["--dry-run"]].concat());
     let deadline = Instant::now() + Duration::from_secs(20);
     while get(metrics, "/list").is_none_or(|body| body == "[]") {
         assert!(Instant::now() < deadline, "no rows in /list");

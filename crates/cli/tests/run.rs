@@ -1,67 +1,28 @@
 //! `kproxy run` as a process: it serves the admin endpoints and follows
 //! changes to the manifest folder.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod running;
 
-/// `GET path` on 127.0.0.1:port: (status, body), or None if not answering.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n")?.1.to_owned();
-    Some((status, body))
-}
-
-/// Polls until `check` holds, for at most 20 s.
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
-}
-
-/// Kills the child (by its own handle) when the test ends, pass or fail.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use running::{Running, eventually, free_port, get};
 
 /// `kproxy run --dry-run` on `dir` with this minimum sync period, its
 /// health and metrics on free loopback ports: (process, healthz, metrics).
 fn dry_run(dir: &Path, min_sync_period: &str) -> (Running, u16, u16) {
-    let (healthz, metrics) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
-        .args(["run", "--manifests", &dir.display().to_string(), "--hostname-override", "node-a"])
-        .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
-        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-        .args(["--iptables-min-sync-period", min_sync_period])
-        // Never program the test host's own namespace.
-        .arg("--dry-run")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    (Running(child), healthz, metrics)
+    let dir = dir.display().to_string();
+    // --dry-run: never program the test host's own namespace.
+    running::start(&[
+        "--manifests",
+        &dir,
+        "--hostname-override",
+        "node-a",
+        "--iptables-min-sync-period",
+        min_sync_period,
+        "--dry-run",
+    ])
 }
 
 fn service(name: &str, ip: &str) -> String {

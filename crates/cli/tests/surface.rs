@@ -128,67 +128,7 @@ fn write_config_to_an_unwritable_place_fails_naming_it() {
     );
 }
 
-mod running {
-    //! A `kproxy run --dry-run` process and its admin endpoints.
-
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-    use std::process::{Child, Command, Stdio};
-    use std::time::{Duration, Instant};
-
-    pub fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-    }
-
-    /// `GET path` on 127.0.0.1:port: (status, body), or None if not answering.
-    pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let status = response.split(' ').nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n")?.1.to_owned();
-        Some((status, body))
-    }
-
-    /// Polls `GET path` for at most 20 s until it answers 200.
-    pub fn eventually_ok(port: u16, path: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some((200, body)) = get(port, path) {
-                return body;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("no 200 from {path} on port {port}");
-    }
-
-    /// Kills the child (by its own handle) when the test ends.
-    pub struct Running(pub Child);
-
-    impl Drop for Running {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    /// `kproxy run ARGS` with health and metrics on free loopback ports.
-    pub fn start(args: &[&str]) -> (Running, u16, u16) {
-        let (healthz, metrics) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_kproxy"))
-            .arg("run")
-            .args(args)
-            .args(["--healthz-bind-address", &format!("127.0.0.1:{healthz}")])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        (Running(child), healthz, metrics)
-    }
-}
+mod running;
 
 #[test]
 fn configz_serves_the_document_write_config_to_writes() {

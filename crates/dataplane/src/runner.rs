@@ -339,7 +339,9 @@ impl Runner {
             self.last_full = Some(now);
         }
         if let Some(applied) = &self.applied {
-            applied.send_replace(Some(Arc::new(self.builder.state().clone())));
+            // The state this sync applied is the one `sync` published as it
+            // began (nothing folds in while it runs): share it, do not copy.
+            applied.send_replace(Some(self.handles.state.borrow().clone()));
         }
         if let Some(done) = self.first_sync.take() {
             // Nobody waiting is fine.

@@ -14,6 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::iptables::{IptablesBackend, PayloadShape};
+use crate::process::RunMode;
 use crate::workload::Spec;
 use crate::{floor, iptables, kube, latency, pacing, process, sync, userspace};
 
@@ -52,9 +53,20 @@ pub enum Job {
     Kproxy { binary: PathBuf, manifests: PathBuf, idle: bool, timeout_s: f64 },
     /// The real `kproxy` binary reading the workload from a fake API server
     /// in the worker, until its first sync is done.
-    Kube { binary: PathBuf, services: usize, endpoints: usize, workdir: PathBuf, timeout_s: f64 },
+    Kube {
+        binary: PathBuf,
+        services: usize,
+        endpoints: usize,
+        #[serde(default)]
+        mode: RunMode,
+        workdir: PathBuf,
+        timeout_s: f64,
+    },
     /// kproxy's userspace mode against HAProxy on this namespace's loopback.
     Userspace(userspace::Params),
+    /// `kproxy state --manifests DIR` on a folder holding the workload in
+    /// one file: how fast manifests are read.
+    State { binary: PathBuf, dir: PathBuf, timeout_s: f64 },
 }
 
 impl Job {
@@ -73,7 +85,10 @@ impl Job {
             }
             Job::Kproxy { idle, .. } => format!("kproxy run{}", if *idle { " (idle)" } else { " --once" }),
             Job::Floor { .. } => "one-element transactions".into(),
-            Job::Kube { services, .. } => format!("kproxy run from the API server, {services} services"),
+            Job::Kube { services, mode, .. } => {
+                format!("kproxy run from the API server, {services} services, {} mode", mode.as_str())
+            }
+            Job::State { dir, .. } => format!("kproxy state --manifests {}", dir.display()),
             Job::Userspace(p) => {
                 format!("userspace vs HAProxy ({} first)", if p.haproxy_first { "HAProxy" } else { "kproxy" })
             }
@@ -200,10 +215,11 @@ pub fn work(job: &str) -> anyhow::Result<()> {
         Job::Kproxy { binary, manifests, idle, timeout_s } => {
             Outcome::Process(process::measure(&binary, &manifests, idle, timeout_s)?)
         }
-        Job::Kube { binary, services, endpoints, workdir, timeout_s } => {
-            Outcome::Process(kube::measure(&binary, &Spec::new(services, endpoints), &workdir, timeout_s)?)
+        Job::Kube { binary, services, endpoints, mode, workdir, timeout_s } => {
+            Outcome::Process(kube::measure(&binary, &Spec::new(services, endpoints), mode, &workdir, timeout_s)?)
         }
         Job::Userspace(params) => Outcome::Userspace(userspace::measure(&params)?),
+        Job::State { binary, dir, timeout_s } => Outcome::Process(process::state(&binary, &dir, timeout_s)?),
     };
     println!("{}", serde_json::to_string(&outcome)?);
     Ok(())

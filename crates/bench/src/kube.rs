@@ -11,12 +11,19 @@ use kproxy_testkit::apiserver::FakeApiServer;
 use serde_json::json;
 
 use crate::jobs::ProcessStats;
-use crate::process;
+use crate::process::{self, RunMode};
 use crate::workload::{SERVICE_CIDR, Spec};
 
 /// Loads `spec` into a fake API server, then measures `kproxy run
-/// --kubeconfig` until its first sync is done (plus a settling second).
-pub fn measure(binary: &Path, spec: &Spec, workdir: &Path, timeout_s: f64) -> anyhow::Result<ProcessStats> {
+/// --kubeconfig` in `mode` until its first sync is done (plus a settling
+/// second).
+pub fn measure(
+    binary: &Path,
+    spec: &Spec,
+    mode: RunMode,
+    workdir: &Path,
+    timeout_s: f64,
+) -> anyhow::Result<ProcessStats> {
     // Its own threads: this one blocks watching kproxy.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let server = runtime.block_on(FakeApiServer::start());
@@ -34,7 +41,7 @@ pub fn measure(binary: &Path, spec: &Spec, workdir: &Path, timeout_s: f64) -> an
     std::fs::write(&kubeconfig, server.kubeconfig()).context("writing the kubeconfig")?;
     let log = workdir.join(format!("kube-{}x{}.log", spec.services, spec.endpoints));
     let source = [OsStr::new("--kubeconfig"), kubeconfig.as_os_str()];
-    let stats = process::measure_with(binary, &source, &log, true, timeout_s);
+    let stats = process::measure_with(binary, &source, mode, &log, true, timeout_s);
     let _ = std::fs::remove_file(&kubeconfig);
     stats
 }

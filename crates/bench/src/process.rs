@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use nix::sys::resource::{UsageWho, getrusage};
+use serde::{Deserialize, Serialize};
 
 use crate::jobs::ProcessStats;
 use crate::workload::{CLUSTER_CIDR, NODE};
@@ -25,18 +26,50 @@ const SETTLE: Duration = Duration::from_secs(1);
 /// kproxy's default metrics address (inside the worker's namespace).
 const METRICS: &str = "127.0.0.1:10249";
 
+/// The mode the real binary runs in (and, for the iptables mode, which
+/// tools it uses).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunMode {
+    #[default]
+    Nftables,
+    IptablesLegacy,
+    IptablesNft,
+}
+
+impl RunMode {
+    pub const ALL: [RunMode; 3] = [RunMode::Nftables, RunMode::IptablesLegacy, RunMode::IptablesNft];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Nftables => "nftables",
+            RunMode::IptablesLegacy => "iptables (legacy)",
+            RunMode::IptablesNft => "iptables (nft)",
+        }
+    }
+
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            RunMode::Nftables => &["--proxy-mode", "nftables"],
+            RunMode::IptablesLegacy => &["--proxy-mode", "iptables", "--iptables-backend", "legacy"],
+            RunMode::IptablesNft => &["--proxy-mode", "iptables", "--iptables-backend", "nft"],
+        }
+    }
+}
+
 /// Runs kproxy on `manifests`: `--once` to its exit, or (`idle`) until its
 /// first sync is done, then a second more, then kills it.
 pub fn measure(binary: &Path, manifests: &Path, idle: bool, timeout_s: f64) -> anyhow::Result<ProcessStats> {
     let source = [OsStr::new("--manifests"), manifests.as_os_str()];
-    measure_with(binary, &source, &manifests.with_extension("log"), idle, timeout_s)
+    measure_with(binary, &source, RunMode::Nftables, &manifests.with_extension("log"), idle, timeout_s)
 }
 
-/// The same, reading the objects from wherever `source` (arguments) says;
-/// kproxy's log goes to `log_path`.
+/// The same, reading the objects from wherever `source` (arguments) says,
+/// in `mode`; kproxy's log goes to `log_path`.
 pub fn measure_with(
     binary: &Path,
     source: &[&OsStr],
+    mode: RunMode,
     log_path: &Path,
     idle: bool,
     timeout_s: f64,
@@ -46,7 +79,8 @@ pub fn measure_with(
     command
         .arg("run")
         .args(source)
-        .args(["--proxy-mode", "nftables", "--hostname-override", NODE, "--cluster-cidr", CLUSTER_CIDR])
+        .args(mode.args())
+        .args(["--hostname-override", NODE, "--cluster-cidr", CLUSTER_CIDR])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -58,7 +92,7 @@ pub fn measure_with(
     let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
     let deadline = start + Duration::from_secs_f64(timeout_s);
     let mut stats = ProcessStats::default();
-    let result = watch(&mut child, idle, deadline, start, &mut stats);
+    let result = watch(&mut child, mode, idle, deadline, start, &mut stats);
     // Ends the child whatever happened above (a no-op once it exited).
     let _ = child.kill();
     let status = child.wait().context("reaping kproxy")?;
@@ -72,6 +106,7 @@ pub fn measure_with(
 
 fn watch(
     child: &mut Child,
+    mode: RunMode,
     idle: bool,
     deadline: Instant,
     start: Instant,
@@ -88,7 +123,7 @@ fn watch(
             return Ok(());
         }
         // Asking nft and /metrics costs processes and CPU: every 100 ms only.
-        if idle && tick.is_multiple_of(10) && synced() {
+        if idle && tick.is_multiple_of(10) && synced(mode) {
             stats.wall_s = start.elapsed().as_secs_f64();
             let (cpu_before, at) = (cpu_seconds(pid), Instant::now());
             std::thread::sleep(SETTLE);
@@ -104,6 +139,47 @@ fn watch(
         std::thread::sleep(POLL);
     }
     unreachable!("the loop only ends by returning")
+}
+
+/// `kproxy state --manifests DIR` to its exit (its table goes to
+/// /dev/null): the time to read, convert and plan the folder, and the
+/// child's peak RSS (`ru_maxrss`: the worker runs one child).
+pub fn state(binary: &Path, dir: &Path, timeout_s: f64) -> anyhow::Result<ProcessStats> {
+    let start = Instant::now();
+    let mut child = Command::new(binary)
+        .args(["state", "--manifests"])
+        .arg(dir)
+        .args(["--hostname-override", NODE, "--cluster-cidr", CLUSTER_CIDR])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let deadline = start + Duration::from_secs_f64(timeout_s);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            child.wait().context("reaping kproxy")?;
+            anyhow::bail!("kproxy state did not finish in {timeout_s} s");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let wall_s = start.elapsed().as_secs_f64();
+    let mut errors = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut errors);
+    }
+    Ok(ProcessStats {
+        wall_s,
+        peak_kib: u64::try_from(getrusage(UsageWho::RUSAGE_CHILDREN)?.max_rss()).unwrap_or(0),
+        success: status.success(),
+        log_tail: tail(&errors, 8),
+        ..ProcessStats::default()
+    })
 }
 
 /// A `kB` line of `/proc/<pid>/status`.
@@ -123,8 +199,12 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((ticks(11)? + ticks(12)?) / 100.0)
 }
 
-/// kproxy's table exists and its metrics count a completed sync.
-fn synced() -> bool {
+/// kproxy's metrics count a completed sync (and in the nftables mode, its
+/// table exists).
+fn synced(mode: RunMode) -> bool {
+    if mode != RunMode::Nftables {
+        return sync_count().is_some_and(|n| n >= 1.0);
+    }
     let tables = Command::new("nft").args(["list", "tables"]).stderr(Stdio::null()).output();
     let has_table = tables.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("table ip kproxy"));
     has_table && sync_count().is_some_and(|n| n >= 1.0)

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
+use crate::process::RunMode;
+use crate::workload::FileFormat;
 use crate::proxies::Proxy;
 use crate::stats::Summary;
 
@@ -23,9 +25,17 @@ pub struct Results {
     pub upstream: Vec<UpstreamResult>,
     pub process: Vec<ProcessResult>,
     pub idle: Option<IdleResult>,
-    /// The same binary reading the Kubernetes API (the fake server).
+    /// The same binary reading the Kubernetes API (the fake server), by
+    /// size (runs before issue 16 hold one row, not a list).
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub kube: Vec<IdleResult>,
+    /// The same binary from the API server in each mode (nftables, iptables
+    /// on both backends), at one size.
     #[serde(default)]
-    pub kube: Option<IdleResult>,
+    pub modes: Vec<ModeResult>,
+    /// `kproxy state` on the workload in one file, YAML and JSON.
+    #[serde(default)]
+    pub parse: Vec<ParseResult>,
     pub latency: Option<LatencyResult>,
     pub packets: Vec<PacketResult>,
     pub floor: Option<FloorResult>,
@@ -141,6 +151,42 @@ pub struct IdleResult {
     pub first_sync: Option<Summary>,
     /// Cores busy during the second after the first sync.
     pub idle_cpu: Option<Summary>,
+}
+
+/// The real binary from the API server in one mode.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ModeResult {
+    pub mode: RunMode,
+    pub result: IdleResult,
+}
+
+/// `kproxy state --manifests DIR`, DIR holding the workload in one file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ParseResult {
+    pub format: FileFormat,
+    pub services: usize,
+    pub file_mib: f64,
+    pub wall: Option<Summary>,
+    pub peak_mib: Option<Summary>,
+}
+
+/// A list, or (as older runs wrote it) one value or none.
+fn one_or_many<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        Many(Vec<T>),
+        One(T),
+    }
+    Ok(match Option::<OneOrMany<T>>::deserialize(deserializer)? {
+        None => Vec::new(),
+        Some(OneOrMany::One(one)) => vec![one],
+        Some(OneOrMany::Many(many)) => many,
+    })
 }
 
 /// Network-programming latency under a steady stream of changes.

@@ -9,12 +9,13 @@ use anyhow::Context;
 use crate::harness::Harness;
 use crate::iptables::{IptablesBackend, PayloadShape};
 use crate::jobs::{Job, Latencies, Outcome, ProcessStats, SyncTimes};
+use crate::process::RunMode;
 use crate::results::{
-    FloorResult, IdleResult, IptablesResult, IptablesSection, LatencyResult, PacingRow, PacingSection, PacketResult,
-    ProcessResult, Results, SizeResult, UpstreamResult,
+    FloorResult, IdleResult, IptablesResult, IptablesSection, LatencyResult, ModeResult, PacingRow, PacingSection,
+    PacketResult, ParseResult, ProcessResult, Results, SizeResult, UpstreamResult,
 };
 use crate::stats::{Summary, quantile};
-use crate::workload::Spec;
+use crate::workload::{FileFormat, Spec};
 use crate::{pacing, packet, userspace};
 
 const MIB: f64 = 1024.0;
@@ -23,6 +24,10 @@ const MIB: f64 = 1024.0;
 /// the whole table on every commit, so 100k services' changes would take
 /// longer than the rest of the run.
 pub const IPTABLES_SIZES: [usize; 2] = [1000, 10_000];
+
+/// The size of the per-mode memory comparison (what issue 16 compared with
+/// upstream kube-proxy: 2k services x 10 endpoints).
+pub const MODE_SERVICES: usize = 2000;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -38,6 +43,13 @@ pub struct Plan {
     pub pacing: bool,
     pub process_sizes: Vec<usize>,
     pub idle_services: usize,
+    /// Sizes read from the fake API server (nftables mode).
+    pub kube_sizes: Vec<usize>,
+    /// The size every mode is measured at from the fake API server; none
+    /// in `--quick`.
+    pub mode_services: Option<usize>,
+    /// `kproxy state` on the workload in one file, YAML and JSON.
+    pub parse_services: usize,
     pub latency_services: usize,
     pub latency_rate: u32,
     pub latency_seconds: f64,
@@ -68,6 +80,9 @@ impl Plan {
             iptables_sizes: if quick { Vec::new() } else { IPTABLES_SIZES.to_vec() },
             pacing: !quick,
             idle_services: 10_000,
+            kube_sizes: if quick { vec![10_000] } else { vec![10_000, 100_000] },
+            mode_services: (!quick).then_some(MODE_SERVICES),
+            parse_services: 10_000,
             latency_services: 10_000,
             latency_rate: 100,
             latency_seconds: if quick { 5.0 } else { 10.0 },
@@ -106,11 +121,18 @@ pub fn collect(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path, re
         Ok(row) => results.idle = Some(row),
         Err(e) => results.notes.push(format!("idle RSS at {} services failed: {e:#}", plan.idle_services)),
     }
-    match kube(harness, plan, kproxy, workdir) {
-        Ok(row) => results.kube = Some(row),
-        Err(e) => {
-            results.notes.push(format!("kproxy from the API server at {} services failed: {e:#}", plan.idle_services))
+    for &n in &plan.kube_sizes {
+        match kube(harness, plan, n, RunMode::Nftables, kproxy, workdir) {
+            Ok(row) => results.kube.push(row),
+            Err(e) => results.notes.push(format!("kproxy from the API server at {n} services failed: {e:#}")),
         }
+    }
+    if let Some(n) = plan.mode_services {
+        results.modes = modes(harness, plan, n, kproxy, workdir, &mut results.notes);
+    }
+    match parse(harness, plan, kproxy, workdir) {
+        Ok(rows) => results.parse = rows,
+        Err(e) => results.notes.push(format!("kproxy state on one file failed: {e:#}")),
     }
     match latency(harness, plan) {
         Ok(row) => results.latency = Some(row),
@@ -302,18 +324,71 @@ fn idle_result(services: usize, runs: &[ProcessStats]) -> IdleResult {
     }
 }
 
-/// The Kubernetes source's memory, at the idle measurement's size.
-fn kube(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyhow::Result<IdleResult> {
-    let n = plan.idle_services;
+/// The Kubernetes source's memory and time to the first sync at `n`
+/// services, in `mode`.
+fn kube(
+    harness: &Harness,
+    plan: &Plan,
+    n: usize,
+    mode: RunMode,
+    kproxy: &Path,
+    workdir: &Path,
+) -> anyhow::Result<IdleResult> {
     let job = Job::Kube {
         binary: kproxy.to_owned(),
         services: n,
         endpoints: plan.endpoints,
+        mode,
         workdir: workdir.to_owned(),
         timeout_s: 600.0,
     };
     let runs = harness.repeat(&job.label(), 1, || process_stats(harness, &job))?;
     Ok(idle_result(n, &runs))
+}
+
+/// Every mode from the API server at `n` services (`--only iptables` too).
+pub fn modes(
+    harness: &Harness,
+    plan: &Plan,
+    n: usize,
+    kproxy: &Path,
+    workdir: &Path,
+    notes: &mut Vec<String>,
+) -> Vec<ModeResult> {
+    let mut rows = Vec::new();
+    for mode in RunMode::ALL {
+        match kube(harness, plan, n, mode, kproxy, workdir) {
+            Ok(result) => rows.push(ModeResult { mode, result }),
+            Err(e) => notes.push(format!("kproxy in {} mode at {n} services failed: {e:#}", mode.as_str())),
+        }
+    }
+    rows
+}
+
+/// `kproxy state` on the workload written as one YAML file and as one JSON
+/// `List`, each in a folder of its own.
+fn parse(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyhow::Result<Vec<ParseResult>> {
+    let spec = Spec::new(plan.parse_services, plan.endpoints);
+    let mut rows = Vec::new();
+    for format in FileFormat::ALL {
+        let dir = workdir.join(format!("one-file-{}x{}-{}", spec.services, spec.endpoints, format.extension()));
+        let file = dir.join(format!("workload.{}", format.extension()));
+        if !file.exists() {
+            eprintln!("==> writing {} services as one {} file to {}", spec.services, format.extension(), file.display());
+            spec.write_single_file(&file, format)?;
+        }
+        let file_mib = std::fs::metadata(&file)?.len() as f64 / MIB / MIB;
+        let job = Job::State { binary: kproxy.to_owned(), dir, timeout_s: 300.0 };
+        let runs = harness.repeat(&job.label(), plan.guard_runs, || process_stats(harness, &job))?;
+        rows.push(ParseResult {
+            format,
+            services: spec.services,
+            file_mib,
+            wall: each(&runs, |r| Some(r.wall_s)),
+            peak_mib: each(&runs, |r| Some(r.peak_kib as f64 / MIB)),
+        });
+    }
+    Ok(rows)
 }
 
 fn latency(harness: &Harness, plan: &Plan) -> anyhow::Result<LatencyResult> {

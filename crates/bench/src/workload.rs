@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Context;
+use serde::{Deserialize, Serialize};
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kproxy_model::IpNet;
@@ -259,6 +260,59 @@ impl Spec {
             write(&dir.join(format!("services-{file:03}.yaml")), &text)?;
         }
         Ok(())
+    }
+
+    /// Writes the whole workload (the Node, the ServiceCIDR, every Service
+    /// and slice) as one file: a multi-document YAML file, or a JSON `List`
+    /// as `kubectl get -o json` writes it. What `kproxy state` reads in the
+    /// parsing benchmark.
+    pub fn write_single_file(&self, path: &Path, format: FileFormat) -> anyhow::Result<()> {
+        let cidr = serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+            "metadata": {"name": "kubernetes"}, "spec": {"cidrs": [SERVICE_CIDR]}
+        });
+        let node = serde_json::to_value(self.node())?;
+        let objects = (0..self.services).flat_map(|i| {
+            [serde_json::to_value(self.service(i)), serde_json::to_value(self.slice(i, None))]
+        });
+        let all = [Ok(node), Ok(cidr)].into_iter().chain(objects);
+        let text = match format {
+            FileFormat::Yaml => {
+                let mut text = String::new();
+                for object in all {
+                    text.push_str(&document(&object?)?);
+                    text.push_str("---\n");
+                }
+                text
+            }
+            FileFormat::Json => {
+                let items = all.collect::<Result<Vec<_>, _>>()?;
+                serde_json::to_string(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}))?
+            }
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        write(path, &text)
+    }
+}
+
+/// How [`Spec::write_single_file`] writes the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    Yaml,
+    Json,
+}
+
+impl FileFormat {
+    pub const ALL: [FileFormat; 2] = [FileFormat::Yaml, FileFormat::Json];
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            FileFormat::Yaml => "yaml",
+            FileFormat::Json => "json",
+        }
     }
 }
 

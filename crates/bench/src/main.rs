@@ -110,6 +110,11 @@ enum Command {
         services: usize,
         #[arg(long, default_value_t = 10)]
         endpoints: usize,
+        /// Write everything into one file, `DIR/workload.yaml` (one
+        /// document per object) or `DIR/workload.json` (a `List`), as the
+        /// parsing benchmark reads it.
+        #[arg(long, value_enum)]
+        one_file: Option<workload::FileFormat>,
         dir: PathBuf,
     },
     /// One measurement inside a network namespace (started by `run`).
@@ -140,9 +145,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Report { json, out, plot } => report_again(&json, &out, &plot),
-        Command::Manifests { services, endpoints, dir } => {
+        Command::Manifests { services, endpoints, one_file, dir } => {
             let spec = workload::Spec::new(services, endpoints);
-            spec.check().and_then(|()| spec.write_manifests(&dir)).map(|()| ExitCode::SUCCESS)
+            let write = || match one_file {
+                Some(format) => spec.write_single_file(&dir.join(format!("workload.{}", format.extension())), format),
+                None => spec.write_manifests(&dir),
+            };
+            spec.check().and_then(|()| write()).map(|()| ExitCode::SUCCESS)
         }
         Command::Worker { job } => jobs::work(&job).map(|()| ExitCode::SUCCESS),
     };

@@ -298,7 +298,7 @@ impl Spec {
 }
 
 /// How [`Spec::write_single_file`] writes the workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum FileFormat {
     Yaml,

@@ -398,10 +398,7 @@ mod tests {
 
     #[test]
     fn the_quick_guard_refuses_idle_memory_over_90_mib_from_either_source() {
-        assert_eq!(
-            guard_failures(&quick_run(128.0, 61.0)),
-            ["idle RSS at 10k from manifests 128 MiB (limit 90 MiB)"]
-        );
+        assert_eq!(guard_failures(&quick_run(128.0, 61.0)), ["idle RSS at 10k from manifests 128 MiB (limit 90 MiB)"]);
         assert_eq!(
             guard_failures(&quick_run(58.0, 118.0)),
             ["idle RSS at 10k from the API server 118 MiB (limit 90 MiB)"]

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 use crate::process::RunMode;
-use crate::workload::FileFormat;
 use crate::proxies::Proxy;
 use crate::stats::Summary;
+use crate::workload::FileFormat;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Results {

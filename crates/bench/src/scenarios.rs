@@ -374,7 +374,12 @@ fn parse(harness: &Harness, plan: &Plan, kproxy: &Path, workdir: &Path) -> anyho
         let dir = workdir.join(format!("one-file-{}x{}-{}", spec.services, spec.endpoints, format.extension()));
         let file = dir.join(format!("workload.{}", format.extension()));
         if !file.exists() {
-            eprintln!("==> writing {} services as one {} file to {}", spec.services, format.extension(), file.display());
+            eprintln!(
+                "==> writing {} services as one {} file to {}",
+                spec.services,
+                format.extension(),
+                file.display()
+            );
             spec.write_single_file(&file, format)?;
         }
         let file_mib = std::fs::metadata(&file)?.len() as f64 / MIB / MIB;

@@ -11,12 +11,12 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kproxy_model::IpNet;
 use kproxy_state::{Object, SourceEvent, StateBuilder, StateConfig, convert};
 use kproxy_testkit::{EndpointBuilder, node, service, slice};
+use serde::{Deserialize, Serialize};
 
 /// The node kproxy runs as.
 pub const NODE: &str = "node-a";
@@ -272,9 +272,8 @@ impl Spec {
             "metadata": {"name": "kubernetes"}, "spec": {"cidrs": [SERVICE_CIDR]}
         });
         let node = serde_json::to_value(self.node())?;
-        let objects = (0..self.services).flat_map(|i| {
-            [serde_json::to_value(self.service(i)), serde_json::to_value(self.slice(i, None))]
-        });
+        let objects = (0..self.services)
+            .flat_map(|i| [serde_json::to_value(self.service(i)), serde_json::to_value(self.slice(i, None))]);
         let all = [Ok(node), Ok(cidr)].into_iter().chain(objects);
         let text = match format {
             FileFormat::Yaml => {

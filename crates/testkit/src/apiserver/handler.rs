@@ -113,7 +113,7 @@ fn not_found(resource: Resource, name: &str) -> Response {
 }
 
 fn get(shared: &Shared, resource: Resource, key: &str, name: &str) -> Response {
-    let object = lock(&shared.store).snapshot(resource, None).ok().and_then(|mut objects| objects.remove(key));
+    let object = lock(&shared.store).snapshot(resource, None).ok().and_then(|objects| objects.get(key).cloned());
     match object {
         Some(object) => {
             let mut body = wire::object(resource, &object).into_bytes();
@@ -188,7 +188,6 @@ fn list(shared: &Shared, resource: Resource, namespace: Option<String>, params: 
         }
     };
     let rv = read.rv.unwrap_or(store.rv());
-    drop(store);
     let prefix = namespace.map(|namespace| format!("{namespace}/")).unwrap_or_default();
     let (items, meta) = page(&objects, &prefix, &read, &selector, rv);
     response::ok(wire::list(resource, &meta, items))
@@ -257,23 +256,24 @@ fn page<'a>(
     selector: &Selector,
     rv: u64,
 ) -> (Vec<&'a serde_json::Value>, ListMeta) {
-    let in_scope: Vec<(&str, &serde_json::Value)> = objects
-        .iter()
-        .filter_map(|(key, object)| Some((key.strip_prefix(prefix)?, object.as_ref())))
-        .filter(|(key, _)| *key >= read.start.as_str())
-        .collect();
+    // Keys sort by namespace first: the scope is one range, and a page
+    // starts where the last one ended instead of at the first key.
+    let from = format!("{prefix}{}", read.start);
+    let mut in_scope = objects
+        .range::<str, _>((std::ops::Bound::Included(from.as_str()), std::ops::Bound::Unbounded))
+        .map_while(|(key, object)| Some((key.strip_prefix(prefix)?, object.as_ref())))
+        .peekable();
     let mut items = Vec::new();
     let mut meta = ListMeta { rv, continue_token: None, remaining: None };
-    for (examined, (_, object)) in in_scope.iter().enumerate() {
-        if read.limit.is_some_and(|limit| items.len() >= limit) {
-            let last = in_scope[examined - 1].0;
+    while let Some((last, object)) = in_scope.next() {
+        if selector.matches(object) {
+            items.push(object);
+        }
+        if read.limit.is_some_and(|limit| items.len() >= limit) && in_scope.peek().is_some() {
             meta.continue_token = Some(wire::continue_token(rv as i64, &format!("{last}\u{0}")));
             // The count is only known when nothing is filtered out.
-            meta.remaining = selector.is_empty().then_some(in_scope.len() - examined);
+            meta.remaining = selector.is_empty().then(|| in_scope.count());
             break;
-        }
-        if selector.matches(object) {
-            items.push(*object);
         }
     }
     (items, meta)

@@ -2,6 +2,7 @@
 //! revision; the change history that watches replay and past reads use; and
 //! the queues of the open watches.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -136,21 +137,28 @@ impl Store {
     }
 
     /// The objects of `resource` as they were at `rv` (now when `None`).
-    pub(crate) fn snapshot(&self, resource: Resource, rv: Option<u64>) -> Result<Objects, Compacted> {
-        let mut objects = self.objects.get(&resource).cloned().unwrap_or_default();
-        let Some(rv) = rv else { return Ok(objects) };
+    pub(crate) fn snapshot(&self, resource: Resource, rv: Option<u64>) -> Result<Cow<'_, Objects>, Compacted> {
+        static EMPTY: Objects = BTreeMap::new();
+        let current = self.objects.get(&resource).unwrap_or(&EMPTY);
+        let Some(rv) = rv else { return Ok(Cow::Borrowed(current)) };
         if rv < self.compacted {
             return Err(Compacted { oldest: self.compacted });
         }
-        for change in self.history.iter().rev().take_while(|c| c.rv > rv).filter(|c| c.resource == resource) {
-            let current = change.new.as_ref().or(change.old.as_ref()).expect("a change has a state");
-            let key = key(resource, &current["metadata"]);
+        let mut later = self.history.iter().rev().take_while(|c| c.rv > rv).filter(|c| c.resource == resource);
+        // Nothing of this resource changed since `rv` (every page of a list
+        // read at the latest revision): the current objects are that
+        // snapshot, without copying 100k entries per page.
+        let Some(first) = later.next() else { return Ok(Cow::Borrowed(current)) };
+        let mut objects = current.clone();
+        for change in std::iter::once(first).chain(later) {
+            let now = change.new.as_ref().or(change.old.as_ref()).expect("a change has a state");
+            let key = key(resource, &now["metadata"]);
             match &change.old {
                 Some(old) => objects.insert(key, old.clone()),
                 None => objects.remove(&key),
             };
         }
-        Ok(objects)
+        Ok(Cow::Owned(objects))
     }
 
     /// Opens a watch queue, from now or from the writes after `after`.
@@ -239,8 +247,9 @@ mod tests {
         store.apply(Resource::Services, service("db", json!({})), false);
         store.apply(Resource::Services, service("web", json!({"v": "2"})), false);
         store.delete(Resource::Services, "shop/db");
-        let at =
-            |store: &Store, rv| store.snapshot(Resource::Services, Some(rv)).map(|o| o.into_keys().collect::<Vec<_>>());
+        let at = |store: &Store, rv| {
+            store.snapshot(Resource::Services, Some(rv)).map(|o| o.keys().cloned().collect::<Vec<_>>())
+        };
         assert_eq!(at(&store, 1).unwrap(), ["shop/web"]);
         assert_eq!(at(&store, 3).unwrap(), ["shop/db", "shop/web"]);
         let web_at_2 = store.snapshot(Resource::Services, Some(2)).unwrap()["shop/web"].clone();

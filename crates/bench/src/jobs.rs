@@ -155,6 +155,11 @@ pub struct ProcessStats {
     pub idle_kib: Option<u64>,
     /// Cores kproxy kept busy during that second (idle only).
     pub idle_cpu: Option<f64>,
+    /// kproxy's own account of its state's memory then (idle only):
+    /// `kproxy_state_bytes` and `kproxy_state_objects` from `/metrics`,
+    /// by series (`bytes/services`, `objects/endpoints`, ...).
+    #[serde(default)]
+    pub state: std::collections::BTreeMap<String, f64>,
     pub log_tail: String,
 }
 

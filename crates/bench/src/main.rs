@@ -303,13 +303,15 @@ fn relative_to(plot: &Path, doc: &Path) -> String {
 
 fn print_summary(results: &Results) {
     println!("kproxy-bench summary ({}):", if results.quick { "quick" } else { "full" });
-    for t in targets::targets(results) {
+    let targets = targets::targets(results);
+    let width = targets.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for t in targets {
         let verdict = match &t.verdict {
             targets::Verdict::Pass(how) => format!("pass, {how}"),
             targets::Verdict::Miss(how) => format!("MISS, {how}"),
             targets::Verdict::Unknown(why) => format!("not measured: {why}"),
         };
-        println!("  {:<62} {:>22}  {verdict}", t.name, t.measured);
+        println!("  {:<width$} {:>22}  {verdict}", t.name, t.measured);
     }
     for note in &results.notes {
         println!("  note: {}", note.lines().next().unwrap_or_default());

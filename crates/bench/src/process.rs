@@ -131,6 +131,7 @@ fn watch(
                 stats.idle_cpu = Some((b - a) / at.elapsed().as_secs_f64());
             }
             stats.peak_kib = stats.peak_kib.max(status_kib(pid, "VmHWM:").unwrap_or(0));
+            stats.state = metrics().map(|body| state_series(&body)).unwrap_or_default();
             stats.success = stats.idle_kib.is_some();
             return Ok(());
         }
@@ -213,16 +214,57 @@ fn synced() -> bool {
 }
 
 fn sync_count() -> Option<f64> {
+    let body = metrics()?;
+    let line = body.lines().find(|l| l.starts_with("kubeproxy_sync_proxy_rules_duration_seconds_count"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// kproxy's `/metrics` text.
+fn metrics() -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&METRICS.parse().ok()?, Duration::from_millis(200)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut body = String::new();
     stream.read_to_string(&mut body).ok()?;
-    let line = body.lines().find(|l| l.starts_with("kubeproxy_sync_proxy_rules_duration_seconds_count"))?;
-    line.split_whitespace().last()?.parse().ok()
+    Some(body)
+}
+
+/// `kproxy_state_bytes{part="P"} V` -> `bytes/P`, and
+/// `kproxy_state_objects{kind="K"} V` -> `objects/K`.
+pub fn state_series(body: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for (metric, what) in [("kproxy_state_bytes{part=\"", "bytes"), ("kproxy_state_objects{kind=\"", "objects")] {
+        for line in body.lines() {
+            let Some(rest) = line.strip_prefix(metric) else { continue };
+            let Some((label, value)) = rest.split_once("\"}") else { continue };
+            if let Ok(value) = value.trim().parse::<f64>() {
+                out.insert(format!("{what}/{label}"), value);
+            }
+        }
+    }
+    out
 }
 
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_series_are_read_by_part_and_kind() {
+        let body = "# HELP kproxy_state_bytes x\n\
+                    kproxy_state_bytes{part=\"endpoints\"} 1000\n\
+                    kproxy_state_bytes{part=\"services\"} 250.5\n\
+                    kproxy_state_objects{kind=\"endpoints\"} 10\n\
+                    kproxy_state_objectsx{kind=\"no\"} 1\n";
+        let series = state_series(body);
+        assert_eq!(series.len(), 3, "{series:?}");
+        assert_eq!(series["bytes/endpoints"], 1000.0);
+        assert_eq!(series["bytes/services"], 250.5);
+        assert_eq!(series["objects/endpoints"], 10.0);
+    }
 }

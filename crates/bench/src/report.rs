@@ -329,15 +329,20 @@ fn memory(out: &mut String, r: &Results) {
             .map_or("-".into(), |c| format!("{:.0} % [{:.0}-{:.0}]", c.median * 100.0, c.min * 100.0, c.max * 100.0));
         let _ = writeln!(
             out,
-            "\n`kproxy run` (not `--once`), `VmRSS` one second after its first sync completed (its table exists \
-             and `/metrics` counts a sync), and the CPU it used in that second:\n\n\
-             | services | RSS idle after sync | peak RSS | CPU while idle (one core = 100 %) | start to first sync done | n |\n\
-             | ---: | --- | --- | --- | --- | ---: |\n\
-             | {} | {} | {} | {cpu} | {} | {} |",
+            "\n`kproxy run` (not `--once`), `VmRSS` one second after its first sync completed (its \
+             `/metrics` counts an applied sync), the CPU it used in that second, and kproxy's own account of its \
+             state then (`kproxy_state_bytes`, all parts; and its endpoint and Service parts over \
+             `kproxy_state_objects`):\n\n\
+             | services | RSS idle after sync | peak RSS | CPU while idle (one core = 100 %) | start to first sync done | state | per endpoint | per Service | n |\n\
+             | ---: | --- | --- | --- | --- | --- | --- | --- | ---: |\n\
+             | {} | {} | {} | {cpu} | {} | {} | {} | {} | {} |",
             count(i.services),
             mib(i.idle_mib),
             mib(i.peak_mib),
             times(i.first_sync),
+            mib(i.state_mib),
+            bytes(i.state_bytes_per_endpoint),
+            bytes(i.state_bytes_per_service),
             n(i.idle_mib)
         );
     }
@@ -353,19 +358,23 @@ fn kube(out: &mut String, r: &Results) {
              The same binary with `--kubeconfig` instead of `--manifests`, reading the workload (N Services and as \
              many EndpointSlices, 10 endpoints each) from kproxy-testkit's fake API server in the worker's namespace \
              (real list and watch wire protocol, pages of 500), programming nftables. Peak RSS is `VmHWM` up to a \
-             second after the first sync; idle is `VmRSS` then; the first sync is timed from kproxy's start.\n\n\
-             | services | endpoints | peak RSS | RSS idle after sync | start to first sync done | n |\n\
-             | ---: | ---: | --- | --- | --- | ---: |"
+             second after the first sync; idle is `VmRSS` then; the first sync is timed from kproxy's start; \
+             \"state\" is kproxy's own account then, as in the table above.\n\n\
+             | services | endpoints | peak RSS | RSS idle after sync | start to first sync done | state | per endpoint | per Service | n |\n\
+             | ---: | ---: | --- | --- | --- | --- | --- | --- | ---: |"
         );
         for k in &r.kube {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 count(k.services),
                 count(k.services * r.endpoints.max(1)),
                 mib(k.peak_mib),
                 mib(k.idle_mib),
                 times(k.first_sync),
+                mib(k.state_mib),
+                bytes(k.state_bytes_per_endpoint),
+                bytes(k.state_bytes_per_service),
                 n(k.peak_mib)
             );
         }
@@ -394,6 +403,11 @@ fn kube(out: &mut String, r: &Results) {
             );
         }
     }
+}
+
+/// A median number of bytes with its range: `212 B [208-215]`.
+fn bytes(s: Option<Summary>) -> String {
+    s.map_or("-".into(), |s| format!("{:.0} B [{:.0}-{:.0}]", s.median, s.min, s.max))
 }
 
 fn parse(out: &mut String, r: &Results) {

@@ -151,6 +151,15 @@ pub struct IdleResult {
     pub first_sync: Option<Summary>,
     /// Cores busy during the second after the first sync.
     pub idle_cpu: Option<Summary>,
+    /// kproxy's `kproxy_state_bytes` per endpoint and per Service then
+    /// (the endpoint and service parts over their object counts).
+    #[serde(default)]
+    pub state_bytes_per_endpoint: Option<Summary>,
+    #[serde(default)]
+    pub state_bytes_per_service: Option<Summary>,
+    /// All of `kproxy_state_bytes`, MiB.
+    #[serde(default)]
+    pub state_mib: Option<Summary>,
 }
 
 /// The real binary from the API server in one mode.

@@ -321,7 +321,20 @@ fn idle_result(services: usize, runs: &[ProcessStats]) -> IdleResult {
         peak_mib: each(runs, |r| Some(r.peak_kib as f64 / MIB)),
         first_sync: each(runs, |r| Some(r.wall_s)),
         idle_cpu: each(runs, |r| r.idle_cpu),
+        state_bytes_per_endpoint: each(runs, |r| per(r, "endpoints", "endpoints")),
+        state_bytes_per_service: each(runs, |r| per(r, "services", "services")),
+        state_mib: each(runs, |r| {
+            let bytes: Vec<f64> = r.state.iter().filter(|(k, _)| k.starts_with("bytes/")).map(|(_, v)| *v).collect();
+            (!bytes.is_empty()).then(|| bytes.iter().sum::<f64>() / MIB / MIB)
+        }),
     }
+}
+
+/// `kproxy_state_bytes{part}` over `kproxy_state_objects{kind}`.
+fn per(stats: &ProcessStats, part: &str, kind: &str) -> Option<f64> {
+    let bytes = stats.state.get(&format!("bytes/{part}"))?;
+    let objects = stats.state.get(&format!("objects/{kind}")).filter(|n| **n > 0.0)?;
+    Some(bytes / objects)
 }
 
 /// The Kubernetes source's memory and time to the first sync at `n`

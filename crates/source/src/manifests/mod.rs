@@ -19,6 +19,7 @@ mod budget;
 mod folder;
 mod parse;
 mod strict;
+mod subset;
 mod watch;
 
 use std::fmt;

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::strict::{self, UnknownField};
+use super::subset;
 use super::{ManifestError, budget};
 
 /// What one document (or one item of a `List`) turned into.
@@ -149,7 +150,8 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
 /// The document's tree, or where and why it cannot be read. JSON (kubectl's
 /// `-o json`) is read as JSON: it has no aliases to guard against, and reads
 /// many times faster; anything else (or JSON that is not valid JSON, as YAML
-/// allows) as YAML, with the limits of [`budget`]. The error's `file` is
+/// allows) as YAML: the plain subset most manifests use directly
+/// ([`subset`]), the rest with the full parser and the limits of [`budget`]. The error's `file` is
 /// filled in by the caller.
 fn tree(doc: &Document) -> Result<Value, ManifestError> {
     let invalid = |line: usize, object: Option<String>, reason: String| ManifestError {
@@ -162,6 +164,11 @@ fn tree(doc: &Document) -> Result<Value, ManifestError> {
     if doc.text.trim_start().starts_with('{')
         && let Ok(value) = serde_json::from_str(&doc.text)
     {
+        return Ok(value);
+    }
+    // Most manifests are plain block YAML: read directly, with no events
+    // and no aliases to measure. Anything else takes the full parser.
+    if let Some(value) = subset::tree(&doc.text) {
         return Ok(value);
     }
     // Aliases are measured before anything is expanded: the limits are per

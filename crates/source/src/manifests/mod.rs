@@ -17,6 +17,7 @@
 
 mod budget;
 mod folder;
+mod json_list;
 mod parse;
 mod strict;
 mod subset;
@@ -28,6 +29,8 @@ use std::path::PathBuf;
 pub use folder::{Folder, Reload};
 pub use parse::{Parsed, parse_file};
 pub use strict::UnknownField;
+/// The plain-YAML reader on its own, for `kproxy-bench parsers`.
+pub use subset::tree as subset_tree;
 pub use watch::{ManifestSource, SourceCounters, WatchOptions};
 
 /// Why a folder cannot be used at all.

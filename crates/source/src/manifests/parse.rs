@@ -9,6 +9,7 @@ use kproxy_state::{Object, convert};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::json_list;
 use super::strict::{self, UnknownField};
 use super::subset;
 use super::{ManifestError, budget};
@@ -99,6 +100,13 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
         let error = |line: usize, object: Option<String>, reason: String| {
             Parsed::Invalid(ManifestError { file: path.to_owned(), document: doc.index, line, object, reason })
         };
+        // A JSON List is read item by item, never as one tree.
+        let mut items = Vec::new();
+        let list = json_list::items(&doc.text, |i, item| list_item(&item, i, &doc, &mut items));
+        if list.is_some() {
+            out.append(&mut items);
+            continue;
+        }
         let value = match tree(&doc) {
             Ok(value) => value,
             Err(e) => {
@@ -113,21 +121,7 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
             match value.get("items").and_then(Value::as_array) {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        let (parsed, reports) = object(item, doc.index, doc.start_line);
-                        let in_list = |object: String| format!("item {i}, {object}");
-                        out.push(match parsed {
-                            Parsed::Invalid(mut e) => {
-                                e.object = Some(e.object.map_or_else(|| format!("item {i}"), in_list));
-                                Parsed::Invalid(e)
-                            }
-                            parsed => parsed,
-                        });
-                        out.extend(reports.into_iter().map(|report| match report {
-                            Parsed::Unknown { document, object, field } => {
-                                Parsed::Unknown { document, object: in_list(object), field }
-                            }
-                            report => report,
-                        }));
+                        list_item(item, i, &doc, &mut out);
                     }
                 }
                 None => out.push(error(doc.start_line, Some("List".into()), "items: must be a list of objects".into())),
@@ -145,6 +139,24 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
         }
     }
     out
+}
+
+/// Item `i` of a List document: named as the item in its errors and
+/// reports.
+fn list_item(item: &Value, i: usize, doc: &Document, out: &mut Vec<Parsed>) {
+    let (parsed, reports) = object(item, doc.index, doc.start_line);
+    let in_list = |object: String| format!("item {i}, {object}");
+    out.push(match parsed {
+        Parsed::Invalid(mut e) => {
+            e.object = Some(e.object.map_or_else(|| format!("item {i}"), in_list));
+            Parsed::Invalid(e)
+        }
+        parsed => parsed,
+    });
+    out.extend(reports.into_iter().map(|report| match report {
+        Parsed::Unknown { document, object, field } => Parsed::Unknown { document, object: in_list(object), field },
+        report => report,
+    }));
 }
 
 /// The document's tree, or where and why it cannot be read. JSON (kubectl's

@@ -31,7 +31,7 @@ pub fn tree(text: &str) -> Option<Value> {
         }
         // Tabs, carriage returns and inline comments change how a line
         // reads; the full parser knows how.
-        if line.contains(['\t', '\r', '#']) {
+        if line.bytes().any(|b| matches!(b, b'\t' | b'\r' | b'#')) {
             return None;
         }
         lines.push(Line { indent: line.len() - content.len(), text: content.trim_end_matches(' ') });
@@ -266,13 +266,13 @@ fn plain(text: &str) -> Option<Value> {
     if matches!(text, "~" | "null" | "Null" | "NULL") {
         return Some(Value::Null);
     }
-    let lower = text.len() <= 5 && text.is_ascii();
-    if lower {
-        let word = text.to_ascii_lowercase();
-        match word.as_str() {
-            "true" | "yes" | "y" | "on" => return Some(Value::Bool(true)),
-            "false" | "no" | "n" | "off" => return Some(Value::Bool(false)),
-            _ => {}
+    let is = |word: &str| text.eq_ignore_ascii_case(word);
+    if text.len() <= 5 {
+        if is("true") || is("yes") || is("y") || is("on") {
+            return Some(Value::Bool(true));
+        }
+        if is("false") || is("no") || is("n") || is("off") {
+            return Some(Value::Bool(false));
         }
     }
     let (negative, unsigned) = match text.strip_prefix(['+', '-']) {

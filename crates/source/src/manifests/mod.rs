@@ -17,8 +17,10 @@
 
 mod budget;
 mod folder;
+mod json_list;
 mod parse;
 mod strict;
+mod subset;
 mod watch;
 
 use std::fmt;
@@ -27,6 +29,8 @@ use std::path::PathBuf;
 pub use folder::{Folder, Reload};
 pub use parse::{Parsed, parse_file};
 pub use strict::UnknownField;
+/// The plain-YAML reader on its own, for `kproxy-bench parsers`.
+pub use subset::tree as subset_tree;
 pub use watch::{ManifestSource, SourceCounters, WatchOptions};
 
 /// Why a folder cannot be used at all.

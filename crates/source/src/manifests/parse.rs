@@ -9,7 +9,9 @@ use kproxy_state::{Object, convert};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::json_list;
 use super::strict::{self, UnknownField};
+use super::subset;
 use super::{ManifestError, budget};
 
 /// What one document (or one item of a `List`) turned into.
@@ -98,6 +100,13 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
         let error = |line: usize, object: Option<String>, reason: String| {
             Parsed::Invalid(ManifestError { file: path.to_owned(), document: doc.index, line, object, reason })
         };
+        // A JSON List is read item by item, never as one tree.
+        let mut items = Vec::new();
+        let list = json_list::items(&doc.text, |i, item| list_item(&item, i, &doc, &mut items));
+        if list.is_some() {
+            out.append(&mut items);
+            continue;
+        }
         let value = match tree(&doc) {
             Ok(value) => value,
             Err(e) => {
@@ -112,21 +121,7 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
             match value.get("items").and_then(Value::as_array) {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        let (parsed, reports) = object(item, doc.index, doc.start_line);
-                        let in_list = |object: String| format!("item {i}, {object}");
-                        out.push(match parsed {
-                            Parsed::Invalid(mut e) => {
-                                e.object = Some(e.object.map_or_else(|| format!("item {i}"), in_list));
-                                Parsed::Invalid(e)
-                            }
-                            parsed => parsed,
-                        });
-                        out.extend(reports.into_iter().map(|report| match report {
-                            Parsed::Unknown { document, object, field } => {
-                                Parsed::Unknown { document, object: in_list(object), field }
-                            }
-                            report => report,
-                        }));
+                        list_item(item, i, &doc, &mut out);
                     }
                 }
                 None => out.push(error(doc.start_line, Some("List".into()), "items: must be a list of objects".into())),
@@ -146,10 +141,29 @@ pub fn parse_file(path: &Path, text: &str) -> Vec<Parsed> {
     out
 }
 
+/// Item `i` of a List document: named as the item in its errors and
+/// reports.
+fn list_item(item: &Value, i: usize, doc: &Document, out: &mut Vec<Parsed>) {
+    let (parsed, reports) = object(item, doc.index, doc.start_line);
+    let in_list = |object: String| format!("item {i}, {object}");
+    out.push(match parsed {
+        Parsed::Invalid(mut e) => {
+            e.object = Some(e.object.map_or_else(|| format!("item {i}"), in_list));
+            Parsed::Invalid(e)
+        }
+        parsed => parsed,
+    });
+    out.extend(reports.into_iter().map(|report| match report {
+        Parsed::Unknown { document, object, field } => Parsed::Unknown { document, object: in_list(object), field },
+        report => report,
+    }));
+}
+
 /// The document's tree, or where and why it cannot be read. JSON (kubectl's
 /// `-o json`) is read as JSON: it has no aliases to guard against, and reads
 /// many times faster; anything else (or JSON that is not valid JSON, as YAML
-/// allows) as YAML, with the limits of [`budget`]. The error's `file` is
+/// allows) as YAML: the plain subset most manifests use directly
+/// ([`subset`]), the rest with the full parser and the limits of [`budget`]. The error's `file` is
 /// filled in by the caller.
 fn tree(doc: &Document) -> Result<Value, ManifestError> {
     let invalid = |line: usize, object: Option<String>, reason: String| ManifestError {
@@ -162,6 +176,11 @@ fn tree(doc: &Document) -> Result<Value, ManifestError> {
     if doc.text.trim_start().starts_with('{')
         && let Ok(value) = serde_json::from_str(&doc.text)
     {
+        return Ok(value);
+    }
+    // Most manifests are plain block YAML: read directly, with no events
+    // and no aliases to measure. Anything else takes the full parser.
+    if let Some(value) = subset::tree(&doc.text) {
         return Ok(value);
     }
     // Aliases are measured before anything is expanded: the limits are per

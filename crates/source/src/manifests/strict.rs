@@ -37,14 +37,15 @@ impl fmt::Display for UnknownField {
 }
 
 /// Decodes `value` as `T`; the error carries the failing value's path
-/// (`spec.ports[0].port: invalid type ...`). Unknown fields are added to
+/// (`spec.ports[0].port: invalid type ...`), tracked by the decoder itself
+/// (serde_path_to_error would copy every key it passes). Unknown fields are added to
 /// `unknown` whether or not decoding succeeds.
 pub fn deserialize<T: DeserializeOwned>(value: &Value, unknown: &mut Vec<UnknownField>) -> Result<T, String> {
     let sink = RefCell::new(Sink::default());
-    let result = serde_path_to_error::deserialize(Strict { value, sink: &sink })
-        .map_err(|e| format!("{}: {}", e.path(), e.inner()));
-    unknown.extend(sink.into_inner().unknown);
-    result
+    let result = T::deserialize(Strict { value, sink: &sink });
+    let sink = sink.into_inner();
+    unknown.extend(sink.unknown);
+    result.map_err(|e| format!("{}: {e}", sink.failed_at.as_deref().unwrap_or(".")))
 }
 
 enum Segment<'de> {
@@ -57,10 +58,14 @@ struct Sink<'de> {
     /// Where the decoder is now.
     path: Vec<Segment<'de>>,
     unknown: Vec<UnknownField>,
+    /// Where decoding failed: the innermost value whose error came up
+    /// (`spec.ports[0].port`), as serde_path_to_error names it.
+    failed_at: Option<String>,
 }
 
 impl Sink<'_> {
-    fn record(&mut self, key: &str, fields: &'static [&'static str]) {
+    /// The current path, `spec.ports[0]`.
+    fn rendered(&self) -> String {
         let mut path = String::new();
         for segment in &self.path {
             match segment {
@@ -72,11 +77,25 @@ impl Sink<'_> {
                 Segment::Index(i) => path.push_str(&format!("[{i}]")),
             }
         }
+        path
+    }
+
+    fn record(&mut self, key: &str, fields: &'static [&'static str]) {
+        let mut path = self.rendered();
         if !path.is_empty() {
             path.push('.');
         }
         path.push_str(key);
         self.unknown.push(UnknownField { path, suggestion: suggest(key, fields) });
+    }
+
+    /// Leaves the value just decoded; the first error on the way out is
+    /// the innermost one, and names the path.
+    fn leave<T>(&mut self, result: &Result<T, Error>) {
+        if result.is_err() && self.failed_at.is_none() {
+            self.failed_at = Some(self.rendered());
+        }
+        self.path.pop();
     }
 }
 
@@ -233,7 +252,7 @@ impl<'de> MapAccess<'de> for Fields<'de, '_> {
             self.pending.take().ok_or_else(|| de::Error::custom("a value was asked for before its key"))?;
         self.sink.borrow_mut().path.push(Segment::Key(key));
         let result = seed.deserialize(Strict { value, sink: self.sink });
-        self.sink.borrow_mut().path.pop();
+        self.sink.borrow_mut().leave(&result);
         result
     }
 
@@ -255,7 +274,7 @@ impl<'de> SeqAccess<'de> for Items<'de, '_> {
         let Some((i, value)) = self.items.next() else { return Ok(None) };
         self.sink.borrow_mut().path.push(Segment::Index(i));
         let result = seed.deserialize(Strict { value, sink: self.sink });
-        self.sink.borrow_mut().path.pop();
+        self.sink.borrow_mut().leave(&result);
         result.map(Some)
     }
 
@@ -320,6 +339,27 @@ mod tests {
         )
         .map_err(|e| format!("{}: {}", e.path(), e.inner()));
         assert_eq!(service.unwrap_err(), expected.unwrap_err());
+    }
+
+    #[test]
+    fn every_error_names_the_path_serde_path_to_error_names() {
+        let cases = [
+            json!({"spec": {"ports": [{"port": 80}, {"port": 443, "targetPort": []}]}}),
+            json!({"spec": {"ports": [{"port": 80}, {"name": "no-port"}]}}),
+            json!({"spec": {"ports": {"port": 80}}}),
+            json!({"metadata": {"labels": {"a": 1}}}),
+            json!({"metadata": {"labels": {"a": "b"}, "name": 5}, "spec": {"ports": [{"porty": 1}]}}),
+            json!({"spec": {"clusterIPs": ["a", 7]}}),
+            json!({"spec": "x"}),
+            json!([1]),
+            json!(null),
+        ];
+        for value in cases {
+            let (service, _) = unknown_of(value.clone());
+            let expected = serde_path_to_error::deserialize::<_, Service>(value.clone())
+                .map_err(|e| format!("{}: {}", e.path(), e.inner()));
+            assert_eq!(service.map(drop), expected.map(drop), "{value}");
+        }
     }
 
     #[test]

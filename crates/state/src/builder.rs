@@ -38,7 +38,7 @@ pub struct StateBuilder {
     slices: ChangeTracker<ObjectKey, SliceInfo>,
     slices_by_service: HashMap<ServiceName, BTreeSet<ObjectKey>>,
     /// Sorted so one namespace is a range.
-    pods: BTreeMap<(String, String), PodInfo>,
+    pods: BTreeMap<(Arc<str>, String), PodInfo>,
     /// Services with a selector, sorted so one namespace is a range.
     selecting: BTreeSet<ServiceName>,
     /// Services whose derived endpoints must be recomputed.
@@ -161,7 +161,7 @@ impl StateBuilder {
         match key.kind {
             Kind::Service => {
                 self.counts.service_events += 1;
-                let name = ServiceName::new(key.namespace.as_str(), key.name.as_str());
+                let name = ServiceName::new(key.namespace.clone(), key.name.clone());
                 self.selecting.remove(&name);
                 self.services.delete(&name);
                 if self.config.endpoint_controller {
@@ -173,18 +173,18 @@ impl StateBuilder {
                 self.delete_slice(key);
             }
             Kind::Pod => {
-                if let Some(old) = self.pods.remove(&(key.namespace.clone(), key.name.clone())) {
+                if let Some(old) = self.pods.remove(&(key.namespace.clone(), key.name.to_string())) {
                     self.pod_changed(Some(&old), None);
                 }
             }
             Kind::Node => {
-                if key.name == self.config.node_name {
+                if *key.name == *self.config.node_name {
                     self.node = None;
                     self.node_pending = true;
                 }
             }
             Kind::ServiceCidr => {
-                self.service_cidr_objects.remove(&key.name);
+                self.service_cidr_objects.remove(&*key.name);
                 self.cidrs_pending = true;
             }
         }
@@ -250,14 +250,13 @@ impl StateBuilder {
             }
         }
 
-        let service_changes = self.services.take();
-        changes.service_changes = service_changes.len();
-        dirty.extend(service_changes.into_iter().map(|(name, _, _)| name));
-        let slice_changes = self.slices.take();
-        changes.endpoint_changes = slice_changes.len();
-        for (_, before, after) in slice_changes {
-            dirty.extend([before, after].into_iter().flatten().map(|s| s.service));
-        }
+        // Only the names are needed: the values are not copied.
+        changes.service_changes = self.services.take_with(|name, _, _| {
+            dirty.insert(name);
+        });
+        changes.endpoint_changes = self.slices.take_with(|_, before, after| {
+            dirty.extend(before.map(|s| s.service).into_iter().chain(after.map(|s| s.service.clone())));
+        });
 
         for name in &dirty {
             self.rebuild(name, &mut changes);
@@ -271,11 +270,11 @@ impl StateBuilder {
 
     fn derive_endpoints(&mut self) {
         for name in std::mem::take(&mut self.derive_pending) {
-            let key = ObjectKey::new(Kind::Service, &*name.namespace, &*name.name);
+            let key = ObjectKey::new(Kind::Service, name.namespace.clone(), name.name.clone());
             let service = self.services.get(&name).filter(|s| s.selector.is_some() && s.ignored.is_none());
             match service.filter(|_| self.config.endpoint_controller) {
                 Some(service) => {
-                    let start = (name.namespace.to_string(), String::new());
+                    let start = (name.namespace.clone(), String::new());
                     let pods =
                         self.pods.range(start..).take_while(|((ns, _), _)| **ns == *name.namespace).map(|(_, p)| p);
                     let derived = controller::derive(service, pods);

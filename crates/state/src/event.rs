@@ -1,9 +1,11 @@
 //! The one stream every source produces and the state consumes.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::info::{NodeInfo, PodInfo, ServiceCidrInfo, ServiceInfo, SliceInfo};
+use crate::intern::intern;
 
 /// The kinds of object kproxy reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,15 +43,19 @@ impl fmt::Display for Kind {
 }
 
 /// Identifies one object: kind, namespace (empty when cluster-scoped), name.
+///
+/// The strings are shared: a key is held by the source, the trackers and
+/// the indexes, and cloning it must not copy them. Keys made by conversion
+/// have their namespace interned (`crate::intern`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
     pub kind: Kind,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
-    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(kind: Kind, namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         Self { kind, namespace: namespace.into(), name: name.into() }
     }
 }
@@ -85,11 +91,11 @@ pub enum Object {
 impl Object {
     pub fn key(&self) -> ObjectKey {
         match self {
-            Object::Service(s) => ObjectKey::new(Kind::Service, &*s.name.namespace, &*s.name.name),
+            Object::Service(s) => ObjectKey::new(Kind::Service, s.name.namespace.clone(), s.name.name.clone()),
             Object::Slice { key, .. } => key.clone(),
-            Object::Pod(p) => ObjectKey::new(Kind::Pod, &p.namespace, &p.name),
-            Object::Node(n) => ObjectKey::new(Kind::Node, "", &n.name),
-            Object::ServiceCidr(c) => ObjectKey::new(Kind::ServiceCidr, "", &c.name),
+            Object::Pod(p) => ObjectKey::new(Kind::Pod, p.namespace.clone(), p.name.as_str()),
+            Object::Node(n) => ObjectKey::new(Kind::Node, intern(""), n.name.as_str()),
+            Object::ServiceCidr(c) => ObjectKey::new(Kind::ServiceCidr, intern(""), c.name.as_str()),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod convert;
 mod diff;
 mod event;
 pub mod info;
+pub mod intern;
 mod node;
 mod service_port;
 mod tracker;

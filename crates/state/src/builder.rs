@@ -17,6 +17,7 @@ use crate::controller;
 use crate::diff::record_stale_udp;
 use crate::event::{Kind, Object, ObjectKey, SourceEvent};
 use crate::info::{NodeInfo, PodInfo, ServiceInfo, SliceInfo};
+use crate::memory::{self, Counts, Memory, Tally};
 use crate::node::node_state;
 use crate::service_port::service_ports;
 use crate::tracker::ChangeTracker;
@@ -36,7 +37,9 @@ pub struct StateBuilder {
     /// Keyed by the slice's own key; the endpoints the controller derives
     /// for a Service are keyed by that Service's key.
     slices: ChangeTracker<ObjectKey, SliceInfo>,
-    slices_by_service: HashMap<ServiceName, BTreeSet<ObjectKey>>,
+    /// Sorted (slices merge in key order); a vector, as most services have
+    /// one or two slices and a B-tree node is half a kilobyte.
+    slices_by_service: HashMap<ServiceName, Vec<ObjectKey>>,
     /// Sorted so one namespace is a range.
     pods: BTreeMap<(Arc<str>, String), PodInfo>,
     /// Services with a selector, sorted so one namespace is a range.
@@ -52,6 +55,8 @@ pub struct StateBuilder {
     synced: bool,
     counts: EventCounts,
     state: ProxyState,
+    /// The records' heap, for [`StateBuilder::memory`].
+    tally: Tally,
 }
 
 impl StateBuilder {
@@ -76,6 +81,7 @@ impl StateBuilder {
             synced: false,
             counts: EventCounts::default(),
             state,
+            tally: Tally::default(),
         }
     }
 
@@ -108,6 +114,35 @@ impl StateBuilder {
         self.counts
     }
 
+    /// Estimated heap bytes held, by part (`crate::memory`); costs nothing
+    /// to ask: the totals are kept as records come and go.
+    pub fn memory(&self) -> Memory {
+        let (services, slices) = (self.services.current(), self.slices.current());
+        let index: usize = self.slices_by_service.values().map(Vec::capacity).sum();
+        let (interned, names) = crate::intern::interned();
+        let ports = self.state.ipv4.service_ports.len() + self.state.ipv6.service_ports.len();
+        Memory {
+            services: self.tally.services + self.services.slot_bytes(),
+            endpoints: self.tally.slices
+                + self.slices.slot_bytes()
+                + memory::hash_slots(self.slices_by_service.capacity(), memory::SLICE_INDEX_ENTRY)
+                + index * size_of::<ObjectKey>(),
+            pods: self.tally.pods + memory::btree(self.pods.len(), memory::POD_ENTRY),
+            state: self.tally.ports
+                + memory::ord_map(ports, memory::PORT_ENTRY)
+                + memory::ord_map(self.state.ignored.len(), memory::IGNORED_ENTRY),
+            names,
+            counts: Counts {
+                services: services.len(),
+                slices: slices.len(),
+                endpoints: self.tally.endpoints,
+                pods: self.pods.len(),
+                service_ports: ports,
+                interned,
+            },
+        }
+    }
+
     pub fn apply(&mut self, event: SourceEvent) {
         match event {
             SourceEvent::Apply(object) => self.apply_object(object),
@@ -126,6 +161,8 @@ impl StateBuilder {
                 } else {
                     self.selecting.remove(&name);
                 }
+                let old = self.services.get(&name).map_or(0, memory::service);
+                Tally::swap(&mut self.tally.services, old, memory::service(&info));
                 self.services.upsert(name.clone(), info);
                 if self.config.endpoint_controller {
                     self.derive_pending.insert(name);
@@ -141,6 +178,7 @@ impl StateBuilder {
             Object::Pod(pod) => {
                 let id = (pod.namespace.clone(), pod.name.clone());
                 let old = self.pods.insert(id, pod.clone());
+                Tally::swap(&mut self.tally.pods, old.as_ref().map_or(0, memory::pod), memory::pod(&pod));
                 self.pod_changed(old.as_ref(), Some(&pod));
             }
             // Only this node matters; a manifest folder may list others.
@@ -163,6 +201,7 @@ impl StateBuilder {
                 self.counts.service_events += 1;
                 let name = ServiceName::new(key.namespace.clone(), key.name.clone());
                 self.selecting.remove(&name);
+                Tally::swap(&mut self.tally.services, self.services.get(&name).map_or(0, memory::service), 0);
                 self.services.delete(&name);
                 if self.config.endpoint_controller {
                     self.derive_pending.insert(name);
@@ -174,6 +213,7 @@ impl StateBuilder {
             }
             Kind::Pod => {
                 if let Some(old) = self.pods.remove(&(key.namespace.clone(), key.name.to_string())) {
+                    Tally::swap(&mut self.tally.pods, memory::pod(&old), 0);
                     self.pod_changed(Some(&old), None);
                 }
             }
@@ -196,12 +236,22 @@ impl StateBuilder {
             let old_service = old.service.clone();
             self.unindex_slice(&old_service, &key);
         }
-        self.slices_by_service.entry(info.service.clone()).or_default().insert(key.clone());
+        let keys = self.slices_by_service.entry(info.service.clone()).or_default();
+        if let Err(at) = keys.binary_search(&key) {
+            keys.insert(at, key.clone());
+        }
+        let old = self.slices.get(&key);
+        let t = &mut self.tally;
+        Tally::swap(&mut t.slices, old.map_or(0, memory::slice), memory::slice(&info));
+        Tally::swap(&mut t.endpoints, old.map_or(0, memory::endpoint_count), memory::endpoint_count(&info));
         self.slices.upsert(key, info);
     }
 
     fn delete_slice(&mut self, key: &ObjectKey) {
-        if let Some(service) = self.slices.get(key).map(|s| s.service.clone()) {
+        if let Some(old) = self.slices.get(key) {
+            let service = old.service.clone();
+            Tally::swap(&mut self.tally.slices, memory::slice(old), 0);
+            Tally::swap(&mut self.tally.endpoints, memory::endpoint_count(old), 0);
             self.unindex_slice(&service, key);
             self.slices.delete(key);
         }
@@ -209,7 +259,7 @@ impl StateBuilder {
 
     fn unindex_slice(&mut self, service: &ServiceName, key: &ObjectKey) {
         if let Some(keys) = self.slices_by_service.get_mut(service) {
-            keys.remove(key);
+            keys.retain(|k| k != key);
             if keys.is_empty() {
                 self.slices_by_service.remove(service);
             }
@@ -312,6 +362,8 @@ impl StateBuilder {
                 if old.as_deref() == new.as_ref() {
                     continue;
                 }
+                let sizes = (old.as_deref().map_or(0, memory::port), new.as_ref().map_or(0, memory::port));
+                Tally::swap(&mut self.tally.ports, sizes.0, sizes.1);
                 record_stale_udp(old.as_deref(), new.as_ref(), changes);
                 changes.service_ports.insert((family, old_name.clone()));
                 match new {
@@ -320,6 +372,7 @@ impl StateBuilder {
                 };
             }
             for (new_name, new) in new_of_family {
+                Tally::swap(&mut self.tally.ports, 0, memory::port(&new));
                 record_stale_udp(None, Some(&new), changes);
                 changes.service_ports.insert((family, new_name.clone()));
                 map.insert(new_name, Arc::new(new));

@@ -104,14 +104,11 @@ impl<K: Clone + Eq + Hash, V: Clone + PartialEq> ChangeTracker<K, V> {
         count
     }
 
-    /// Heap bytes of the tracker's maps beyond the values' own heap
-    /// (`value_heap`): slots of both maps, keys and values inline.
-    pub fn heap_bytes(&self, key_heap: impl Fn(&K) -> usize, value_heap: impl Fn(&V) -> usize) -> usize {
-        let slot = size_of::<(K, V)>() + 1;
-        let previous_slot = size_of::<(K, Option<V>)>() + 1;
-        let current: usize = self.current.iter().map(|(k, v)| key_heap(k) + value_heap(v)).sum();
-        let previous: usize = self.previous.iter().map(|(k, v)| key_heap(k) + v.as_ref().map_or(0, &value_heap)).sum();
-        self.current.capacity() * slot + current + self.previous.capacity() * previous_slot + previous
+    /// Heap bytes of the maps' slots (keys and values inline; what they
+    /// point to is the caller's to count).
+    pub fn slot_bytes(&self) -> usize {
+        crate::memory::hash_slots(self.current.capacity(), size_of::<(K, V)>())
+            + crate::memory::hash_slots(self.previous.capacity(), size_of::<(K, Option<V>)>())
     }
 }
 

@@ -228,3 +228,28 @@ async fn only_a_sync_that_applied_updates_the_applied_state() {
         assert_eq!(ports, served, "sync script {script:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn each_sync_reports_the_states_estimated_memory_and_counts() {
+    let h = Harness::start(config(), &[]);
+    h.service("a", "10.96.0.1").await;
+    h.endpoints("a", &["10.1.0.1", "10.1.0.2"]).await;
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    let value = |line: &str| -> i64 {
+        let metrics = h.metrics.encode();
+        let found = metrics.lines().find_map(|l| l.strip_prefix(line).map(|v| v.trim().parse().unwrap()));
+        found.unwrap_or_else(|| panic!("{line} missing: {metrics}"))
+    };
+    assert_eq!(value(r#"kproxy_state_objects{kind="endpoints"}"#), 2);
+    assert_eq!(value(r#"kproxy_state_objects{kind="services"}"#), 1);
+    let before = value(r#"kproxy_state_bytes{part="endpoints"}"#);
+    assert!(before > 0 && value(r#"kproxy_state_bytes{part="state"}"#) > 0);
+    let many: Vec<String> = (1..=100).map(|i| format!("10.1.1.{i}")).collect();
+    h.endpoints("a", &many.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    at(2_000).await;
+    assert_eq!(value(r#"kproxy_state_objects{kind="endpoints"}"#), 100);
+    let after = value(r#"kproxy_state_bytes{part="endpoints"}"#);
+    // 98 more endpoint records of 48 bytes.
+    assert!(after >= before + 98 * 48, "{before} -> {after}");
+}

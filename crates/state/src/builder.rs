@@ -118,7 +118,6 @@ impl StateBuilder {
     /// to ask: the totals are kept as records come and go.
     pub fn memory(&self) -> Memory {
         let (services, slices) = (self.services.current(), self.slices.current());
-        let index: usize = self.slices_by_service.values().map(Vec::capacity).sum();
         let (interned, names) = crate::intern::interned();
         let ports = self.state.ipv4.service_ports.len() + self.state.ipv6.service_ports.len();
         Memory {
@@ -126,7 +125,7 @@ impl StateBuilder {
             endpoints: self.tally.slices
                 + self.slices.slot_bytes()
                 + memory::hash_slots(self.slices_by_service.capacity(), memory::SLICE_INDEX_ENTRY)
-                + index * size_of::<ObjectKey>(),
+                + slices.len() * size_of::<ObjectKey>(),
             pods: self.tally.pods + memory::btree(self.pods.len(), memory::POD_ENTRY),
             state: self.tally.ports
                 + memory::ord_map(ports, memory::PORT_ENTRY)
@@ -236,7 +235,8 @@ impl StateBuilder {
             let old_service = old.service.clone();
             self.unindex_slice(&old_service, &key);
         }
-        let keys = self.slices_by_service.entry(info.service.clone()).or_default();
+        // Most services have one slice: no room for four.
+        let keys = self.slices_by_service.entry(info.service.clone()).or_insert_with(|| Vec::with_capacity(1));
         if let Err(at) = keys.binary_search(&key) {
             keys.insert(at, key.clone());
         }

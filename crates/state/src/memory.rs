@@ -53,6 +53,30 @@ impl Memory {
     pub fn total(&self) -> usize {
         self.services + self.endpoints + self.pods + self.state + self.names
     }
+
+    /// The bytes by part, named as `kproxy_state_bytes{part}` names them.
+    pub fn parts(&self) -> [(&'static str, usize); 5] {
+        [
+            ("services", self.services),
+            ("endpoints", self.endpoints),
+            ("pods", self.pods),
+            ("state", self.state),
+            ("names", self.names),
+        ]
+    }
+
+    /// The counts, named as `kproxy_state_objects{kind}` names them.
+    pub fn objects(&self) -> [(&'static str, usize); 6] {
+        let c = &self.counts;
+        [
+            ("services", c.services),
+            ("endpoint_slices", c.slices),
+            ("endpoints", c.endpoints),
+            ("pods", c.pods),
+            ("service_ports", c.service_ports),
+            ("names", c.interned),
+        ]
+    }
 }
 
 /// Running totals of the records' own heap, kept by the builder.

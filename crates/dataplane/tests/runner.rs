@@ -152,7 +152,7 @@ async fn a_sync_records_health_check_ports_with_their_local_endpoints() {
         .external_traffic_policy("Local")
         .health_check_node_port(32000)
         .build();
-    h.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await;
+    h.send(SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))).await;
     let sl = slice("default", "shop-1", "shop")
         .port("https", "TCP", 8443)
         .endpoint(Ep::new("10.244.1.20").node("node-a"))
@@ -177,7 +177,7 @@ async fn a_bad_annotation_is_counted_once_per_change_not_per_sync() {
             .port("http", "TCP", 80)
             .annotation("kproxy.io/scheduler", scheduler)
             .build();
-        SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))
+        SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))
     };
     let counted = |h: &Harness| {
         let line = "kproxy_annotation_fallbacks_total{annotation=\"kproxy.io/scheduler\",problem=\"invalid\"}";
@@ -221,7 +221,7 @@ async fn only_a_sync_that_applied_updates_the_applied_state() {
         let runner = Runner::new(config(), StateBuilder::new(StateConfig::default()), Box::new(fake), handles)
             .on_applied(applied_tx);
         let svc = service("default", "web").cluster_ip("10.96.0.30").port("http", "TCP", 80).build();
-        tx.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await.unwrap();
+        tx.send(SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))).await.unwrap();
         tx.send(SourceEvent::Synced).await.unwrap();
         let _ = runner.run_once(rx).await;
         let ports = applied.borrow().as_ref().map(|state| state.ipv4.service_ports.len());

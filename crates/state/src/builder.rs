@@ -33,7 +33,8 @@ pub struct EventCounts {
 #[derive(Debug)]
 pub struct StateBuilder {
     config: StateConfig,
-    services: ChangeTracker<ServiceName, ServiceInfo>,
+    /// Shared with the source (see [`Object::Service`]).
+    services: ChangeTracker<ServiceName, Arc<ServiceInfo>>,
     /// Keyed by the slice's own key; the endpoints the controller derives
     /// for a Service are keyed by that Service's key.
     slices: ChangeTracker<ObjectKey, SliceInfo>,
@@ -160,7 +161,7 @@ impl StateBuilder {
                 } else {
                     self.selecting.remove(&name);
                 }
-                let old = self.services.get(&name).map_or(0, memory::service);
+                let old = self.services.get(&name).map_or(0, |s| memory::service(s));
                 Tally::swap(&mut self.tally.services, old, memory::service(&info));
                 self.services.upsert(name.clone(), info);
                 if self.config.endpoint_controller {
@@ -200,7 +201,7 @@ impl StateBuilder {
                 self.counts.service_events += 1;
                 let name = ServiceName::new(key.namespace.clone(), key.name.clone());
                 self.selecting.remove(&name);
-                Tally::swap(&mut self.tally.services, self.services.get(&name).map_or(0, memory::service), 0);
+                Tally::swap(&mut self.tally.services, self.services.get(&name).map_or(0, |s| memory::service(s)), 0);
                 self.services.delete(&name);
                 if self.config.endpoint_controller {
                     self.derive_pending.insert(name);

@@ -75,7 +75,9 @@ impl fmt::Display for ObjectKey {
 /// A converted object, ready for the trackers.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Object {
-    Service(ServiceInfo),
+    /// Shared: the manifest folder keeps the object it sends, and the
+    /// state's tracker holds the same one (a Service is the largest record).
+    Service(Arc<ServiceInfo>),
     /// An EndpointSlice, or a legacy Endpoints (see the key's kind).
     Slice {
         key: ObjectKey,
@@ -89,6 +91,11 @@ pub enum Object {
 }
 
 impl Object {
+    /// A Service, shared (conversion's `map(Object::service)`).
+    pub fn service(info: ServiceInfo) -> Self {
+        Object::Service(Arc::new(info))
+    }
+
     pub fn key(&self) -> ObjectKey {
         match self {
             Object::Service(s) => ObjectKey::new(Kind::Service, s.name.namespace.clone(), s.name.name.clone()),

@@ -124,6 +124,7 @@ fn string_map(map: &BTreeMap<String, String>) -> usize {
         + map.iter().map(|(k, v)| k.capacity() + v.capacity()).sum::<usize>()
 }
 
+/// A service's heap, in its `Arc`.
 pub(crate) fn service(s: &ServiceInfo) -> usize {
     let ignored = match &s.ignored {
         Some(kproxy_model::IgnoreReason::OtherProxy(proxy)) => proxy.capacity(),
@@ -145,7 +146,9 @@ pub(crate) fn service(s: &ServiceInfo) -> usize {
         };
         size_of_val(a.as_ref()) + btree(a.weights.len(), 24) + vec(&a.invalid) + invalid + path
     });
-    ignored
+    2 * size_of::<usize>()
+        + size_of::<ServiceInfo>()
+        + ignored
         + s.selector.as_ref().map_or(0, string_map)
         + vec(&s.cluster_ips)
         + vec(&s.ports)

@@ -220,7 +220,7 @@ impl Spec {
         let objects = (0..self.services).flat_map(move |i| {
             let svc = convert::service(&self.service(i)).expect("generated services are valid");
             let slice = convert::endpoint_slice(&self.slice(i, None)).expect("generated slices are valid");
-            [SourceEvent::Apply(Object::Service(svc)), SourceEvent::Apply(slice)]
+            [SourceEvent::Apply(Object::service(svc)), SourceEvent::Apply(slice)]
         });
         std::iter::once(SourceEvent::Apply(Object::Node(node))).chain(objects).chain([SourceEvent::Synced])
     }

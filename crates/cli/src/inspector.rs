@@ -96,7 +96,7 @@ mod tests {
     fn applied() -> Arc<ProxyState> {
         let mut builder = StateBuilder::new(StateConfig { node_name: "node-a".into(), ..StateConfig::default() });
         let svc = service("default", "web").cluster_ip("10.96.0.10").port("http", "TCP", 80).build();
-        builder.apply(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap())));
+        builder.apply(SourceEvent::Apply(Object::service(convert::service(&svc).unwrap())));
         let sl = slice("default", "web-1", "web").port("http", "TCP", 8080).endpoint(Ep::new("10.244.1.5")).build();
         builder.apply(SourceEvent::Apply(convert::endpoint_slice(&sl).unwrap()));
         builder.apply(SourceEvent::Synced);

@@ -29,8 +29,8 @@ impl NodeSeen {
             return false;
         }
         match event {
-            SourceEvent::Apply(object @ Object::Node(_)) if object.key().name == self.name => self.seen = true,
-            SourceEvent::Delete(key) if key.kind == Kind::Node && key.name == self.name => self.seen = false,
+            SourceEvent::Apply(Object::Node(node)) if node.name == self.name => self.seen = true,
+            SourceEvent::Delete(key) if key.kind == Kind::Node && *key.name == *self.name => self.seen = false,
             SourceEvent::Synced => {
                 self.decided = true;
                 return !self.seen;

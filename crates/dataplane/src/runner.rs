@@ -253,6 +253,8 @@ impl Runner {
         self.unapplied.merge(changes);
         self.handles.state.send_replace(Arc::new(self.builder.state().clone()));
         self.handles.health.set_node_eligible(self.builder.state().node.eligible);
+        let memory = self.builder.memory();
+        self.handles.metrics.record_state_memory(&memory.parts(), &memory.objects());
         self.observe_pending();
 
         let full_due = self.last_full.is_none_or(|t| now.duration_since(t) >= self.config.full_sync_period);

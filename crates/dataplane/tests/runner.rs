@@ -152,7 +152,7 @@ async fn a_sync_records_health_check_ports_with_their_local_endpoints() {
         .external_traffic_policy("Local")
         .health_check_node_port(32000)
         .build();
-    h.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await;
+    h.send(SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))).await;
     let sl = slice("default", "shop-1", "shop")
         .port("https", "TCP", 8443)
         .endpoint(Ep::new("10.244.1.20").node("node-a"))
@@ -177,7 +177,7 @@ async fn a_bad_annotation_is_counted_once_per_change_not_per_sync() {
             .port("http", "TCP", 80)
             .annotation("kproxy.io/scheduler", scheduler)
             .build();
-        SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))
+        SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))
     };
     let counted = |h: &Harness| {
         let line = "kproxy_annotation_fallbacks_total{annotation=\"kproxy.io/scheduler\",problem=\"invalid\"}";
@@ -221,10 +221,35 @@ async fn only_a_sync_that_applied_updates_the_applied_state() {
         let runner = Runner::new(config(), StateBuilder::new(StateConfig::default()), Box::new(fake), handles)
             .on_applied(applied_tx);
         let svc = service("default", "web").cluster_ip("10.96.0.30").port("http", "TCP", 80).build();
-        tx.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await.unwrap();
+        tx.send(SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))).await.unwrap();
         tx.send(SourceEvent::Synced).await.unwrap();
         let _ = runner.run_once(rx).await;
         let ports = applied.borrow().as_ref().map(|state| state.ipv4.service_ports.len());
         assert_eq!(ports, served, "sync script {script:?}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_sync_reports_the_states_estimated_memory_and_counts() {
+    let h = Harness::start(config(), &[]);
+    h.service("a", "10.96.0.1").await;
+    h.endpoints("a", &["10.1.0.1", "10.1.0.2"]).await;
+    h.send(SourceEvent::Synced).await;
+    at(10).await;
+    let value = |line: &str| -> i64 {
+        let metrics = h.metrics.encode();
+        let found = metrics.lines().find_map(|l| l.strip_prefix(line).map(|v| v.trim().parse().unwrap()));
+        found.unwrap_or_else(|| panic!("{line} missing: {metrics}"))
+    };
+    assert_eq!(value(r#"kproxy_state_objects{kind="endpoints"}"#), 2);
+    assert_eq!(value(r#"kproxy_state_objects{kind="services"}"#), 1);
+    let before = value(r#"kproxy_state_bytes{part="endpoints"}"#);
+    assert!(before > 0 && value(r#"kproxy_state_bytes{part="state"}"#) > 0);
+    let many: Vec<String> = (1..=100).map(|i| format!("10.1.1.{i}")).collect();
+    h.endpoints("a", &many.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    at(2_000).await;
+    assert_eq!(value(r#"kproxy_state_objects{kind="endpoints"}"#), 100);
+    let after = value(r#"kproxy_state_bytes{part="endpoints"}"#);
+    // 98 more endpoint records of 48 bytes.
+    assert!(after >= before + 98 * 48, "{before} -> {after}");
 }

@@ -451,6 +451,6 @@ fn events_carry_the_keys_the_state_uses() {
     // the converted objects.
     let svc: k8s_openapi::api::core::v1::Service =
         serde_json::from_value(service("shop", "promo", "10.96.0.50", 80)).unwrap();
-    let object = Object::Service(kproxy_state::convert::service(&svc).unwrap());
+    let object = Object::service(kproxy_state::convert::service(&svc).unwrap());
     assert_eq!(object.key(), kproxy_state::ObjectKey::new(Kind::Service, "shop", "promo"));
 }

@@ -218,6 +218,29 @@ fn an_object_defined_twice_keeps_the_first_and_reports_the_second_once() {
     assert!(deleted(&reload.events).is_empty());
 }
 
+/// The last read's view is compared with the new one object by object,
+/// wherever the objects now live: only what differs is sent.
+#[test]
+fn a_rewritten_or_moved_object_is_sent_only_when_it_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &format!("{WEB}---\n{}", pod("p1")));
+    write(dir.path(), "b.yaml", &pod("p2"));
+    let mut folder = Folder::new(dir.path()).unwrap();
+    assert_eq!(applied(&folder.reload().unwrap().events).len(), 3);
+    // a.yaml rewritten: the Service changes, p1 does not.
+    write(dir.path(), "a.yaml", &format!("{}---\n{}", WEB.replace("10.96.0.10", "10.96.0.12"), pod("p1")));
+    let reload = folder.reload().unwrap();
+    assert_eq!(applied(&reload.events), ["Service default/web"]);
+    // p1 moves to b.yaml unchanged (a.yaml rewritten, b.yaml too): nothing.
+    write(dir.path(), "a.yaml", &WEB.replace("10.96.0.10", "10.96.0.12"));
+    write(dir.path(), "b.yaml", &format!("{}---\n{}", pod("p2"), pod("p1")));
+    let reload = folder.reload().unwrap();
+    assert!(reload.events.is_empty(), "{:?}", reload.events);
+    // b.yaml goes: both Pods with it.
+    std::fs::remove_file(dir.path().join("b.yaml")).unwrap();
+    assert_eq!(deleted(&folder.reload().unwrap().events), ["Pod default/p1", "Pod default/p2"]);
+}
+
 #[test]
 fn a_missing_folder_is_a_clear_error() {
     let err = Folder::new(Path::new("/nonexistent/kproxy-manifests")).unwrap_err();

@@ -17,6 +17,7 @@ use crate::controller;
 use crate::diff::record_stale_udp;
 use crate::event::{Kind, Object, ObjectKey, SourceEvent};
 use crate::info::{NodeInfo, PodInfo, ServiceInfo, SliceInfo};
+use crate::memory::{self, Counts, Memory, Tally};
 use crate::node::node_state;
 use crate::service_port::service_ports;
 use crate::tracker::ChangeTracker;
@@ -32,13 +33,16 @@ pub struct EventCounts {
 #[derive(Debug)]
 pub struct StateBuilder {
     config: StateConfig,
-    services: ChangeTracker<ServiceName, ServiceInfo>,
+    /// Shared with the source (see [`Object::Service`]).
+    services: ChangeTracker<ServiceName, Arc<ServiceInfo>>,
     /// Keyed by the slice's own key; the endpoints the controller derives
     /// for a Service are keyed by that Service's key.
     slices: ChangeTracker<ObjectKey, SliceInfo>,
-    slices_by_service: HashMap<ServiceName, BTreeSet<ObjectKey>>,
+    /// Sorted (slices merge in key order); a vector, as most services have
+    /// one or two slices and a B-tree node is half a kilobyte.
+    slices_by_service: HashMap<ServiceName, Vec<ObjectKey>>,
     /// Sorted so one namespace is a range.
-    pods: BTreeMap<(String, String), PodInfo>,
+    pods: BTreeMap<(Arc<str>, String), PodInfo>,
     /// Services with a selector, sorted so one namespace is a range.
     selecting: BTreeSet<ServiceName>,
     /// Services whose derived endpoints must be recomputed.
@@ -52,6 +56,8 @@ pub struct StateBuilder {
     synced: bool,
     counts: EventCounts,
     state: ProxyState,
+    /// The records' heap, for [`StateBuilder::memory`].
+    tally: Tally,
 }
 
 impl StateBuilder {
@@ -76,6 +82,7 @@ impl StateBuilder {
             synced: false,
             counts: EventCounts::default(),
             state,
+            tally: Tally::default(),
         }
     }
 
@@ -108,6 +115,34 @@ impl StateBuilder {
         self.counts
     }
 
+    /// Estimated heap bytes held, by part (`crate::memory`); costs nothing
+    /// to ask: the totals are kept as records come and go.
+    pub fn memory(&self) -> Memory {
+        let (services, slices) = (self.services.current(), self.slices.current());
+        let (interned, names) = crate::intern::interned();
+        let ports = self.state.ipv4.service_ports.len() + self.state.ipv6.service_ports.len();
+        Memory {
+            services: self.tally.services + self.services.slot_bytes(),
+            endpoints: self.tally.slices
+                + self.slices.slot_bytes()
+                + memory::hash_slots(self.slices_by_service.capacity(), memory::SLICE_INDEX_ENTRY)
+                + slices.len() * size_of::<ObjectKey>(),
+            pods: self.tally.pods + memory::btree(self.pods.len(), memory::POD_ENTRY),
+            state: self.tally.ports
+                + memory::ord_map(ports, memory::PORT_ENTRY)
+                + memory::ord_map(self.state.ignored.len(), memory::IGNORED_ENTRY),
+            names,
+            counts: Counts {
+                services: services.len(),
+                slices: slices.len(),
+                endpoints: self.tally.endpoints,
+                pods: self.pods.len(),
+                service_ports: ports,
+                interned,
+            },
+        }
+    }
+
     pub fn apply(&mut self, event: SourceEvent) {
         match event {
             SourceEvent::Apply(object) => self.apply_object(object),
@@ -126,6 +161,8 @@ impl StateBuilder {
                 } else {
                     self.selecting.remove(&name);
                 }
+                let old = self.services.get(&name).map_or(0, |s| memory::service(s));
+                Tally::swap(&mut self.tally.services, old, memory::service(&info));
                 self.services.upsert(name.clone(), info);
                 if self.config.endpoint_controller {
                     self.derive_pending.insert(name);
@@ -141,6 +178,7 @@ impl StateBuilder {
             Object::Pod(pod) => {
                 let id = (pod.namespace.clone(), pod.name.clone());
                 let old = self.pods.insert(id, pod.clone());
+                Tally::swap(&mut self.tally.pods, old.as_ref().map_or(0, memory::pod), memory::pod(&pod));
                 self.pod_changed(old.as_ref(), Some(&pod));
             }
             // Only this node matters; a manifest folder may list others.
@@ -161,8 +199,9 @@ impl StateBuilder {
         match key.kind {
             Kind::Service => {
                 self.counts.service_events += 1;
-                let name = ServiceName::new(key.namespace.as_str(), key.name.as_str());
+                let name = ServiceName::new(key.namespace.clone(), key.name.clone());
                 self.selecting.remove(&name);
+                Tally::swap(&mut self.tally.services, self.services.get(&name).map_or(0, |s| memory::service(s)), 0);
                 self.services.delete(&name);
                 if self.config.endpoint_controller {
                     self.derive_pending.insert(name);
@@ -173,18 +212,19 @@ impl StateBuilder {
                 self.delete_slice(key);
             }
             Kind::Pod => {
-                if let Some(old) = self.pods.remove(&(key.namespace.clone(), key.name.clone())) {
+                if let Some(old) = self.pods.remove(&(key.namespace.clone(), key.name.to_string())) {
+                    Tally::swap(&mut self.tally.pods, memory::pod(&old), 0);
                     self.pod_changed(Some(&old), None);
                 }
             }
             Kind::Node => {
-                if key.name == self.config.node_name {
+                if *key.name == *self.config.node_name {
                     self.node = None;
                     self.node_pending = true;
                 }
             }
             Kind::ServiceCidr => {
-                self.service_cidr_objects.remove(&key.name);
+                self.service_cidr_objects.remove(&*key.name);
                 self.cidrs_pending = true;
             }
         }
@@ -196,12 +236,23 @@ impl StateBuilder {
             let old_service = old.service.clone();
             self.unindex_slice(&old_service, &key);
         }
-        self.slices_by_service.entry(info.service.clone()).or_default().insert(key.clone());
+        // Most services have one slice: no room for four.
+        let keys = self.slices_by_service.entry(info.service.clone()).or_insert_with(|| Vec::with_capacity(1));
+        if let Err(at) = keys.binary_search(&key) {
+            keys.insert(at, key.clone());
+        }
+        let old = self.slices.get(&key);
+        let t = &mut self.tally;
+        Tally::swap(&mut t.slices, old.map_or(0, memory::slice), memory::slice(&info));
+        Tally::swap(&mut t.endpoints, old.map_or(0, memory::endpoint_count), memory::endpoint_count(&info));
         self.slices.upsert(key, info);
     }
 
     fn delete_slice(&mut self, key: &ObjectKey) {
-        if let Some(service) = self.slices.get(key).map(|s| s.service.clone()) {
+        if let Some(old) = self.slices.get(key) {
+            let service = old.service.clone();
+            Tally::swap(&mut self.tally.slices, memory::slice(old), 0);
+            Tally::swap(&mut self.tally.endpoints, memory::endpoint_count(old), 0);
             self.unindex_slice(&service, key);
             self.slices.delete(key);
         }
@@ -209,7 +260,7 @@ impl StateBuilder {
 
     fn unindex_slice(&mut self, service: &ServiceName, key: &ObjectKey) {
         if let Some(keys) = self.slices_by_service.get_mut(service) {
-            keys.remove(key);
+            keys.retain(|k| k != key);
             if keys.is_empty() {
                 self.slices_by_service.remove(service);
             }
@@ -250,14 +301,13 @@ impl StateBuilder {
             }
         }
 
-        let service_changes = self.services.take();
-        changes.service_changes = service_changes.len();
-        dirty.extend(service_changes.into_iter().map(|(name, _, _)| name));
-        let slice_changes = self.slices.take();
-        changes.endpoint_changes = slice_changes.len();
-        for (_, before, after) in slice_changes {
-            dirty.extend([before, after].into_iter().flatten().map(|s| s.service));
-        }
+        // Only the names are needed: the values are not copied.
+        changes.service_changes = self.services.take_with(|name, _, _| {
+            dirty.insert(name);
+        });
+        changes.endpoint_changes = self.slices.take_with(|_, before, after| {
+            dirty.extend(before.map(|s| s.service).into_iter().chain(after.map(|s| s.service.clone())));
+        });
 
         for name in &dirty {
             self.rebuild(name, &mut changes);
@@ -271,11 +321,11 @@ impl StateBuilder {
 
     fn derive_endpoints(&mut self) {
         for name in std::mem::take(&mut self.derive_pending) {
-            let key = ObjectKey::new(Kind::Service, &*name.namespace, &*name.name);
+            let key = ObjectKey::new(Kind::Service, name.namespace.clone(), name.name.clone());
             let service = self.services.get(&name).filter(|s| s.selector.is_some() && s.ignored.is_none());
             match service.filter(|_| self.config.endpoint_controller) {
                 Some(service) => {
-                    let start = (name.namespace.to_string(), String::new());
+                    let start = (name.namespace.clone(), String::new());
                     let pods =
                         self.pods.range(start..).take_while(|((ns, _), _)| **ns == *name.namespace).map(|(_, p)| p);
                     let derived = controller::derive(service, pods);
@@ -313,6 +363,8 @@ impl StateBuilder {
                 if old.as_deref() == new.as_ref() {
                     continue;
                 }
+                let sizes = (old.as_deref().map_or(0, memory::port), new.as_ref().map_or(0, memory::port));
+                Tally::swap(&mut self.tally.ports, sizes.0, sizes.1);
                 record_stale_udp(old.as_deref(), new.as_ref(), changes);
                 changes.service_ports.insert((family, old_name.clone()));
                 match new {
@@ -321,6 +373,7 @@ impl StateBuilder {
                 };
             }
             for (new_name, new) in new_of_family {
+                Tally::swap(&mut self.tally.ports, 0, memory::port(&new));
                 record_stale_udp(None, Some(&new), changes);
                 changes.service_ports.insert((family, new_name.clone()));
                 map.insert(new_name, Arc::new(new));

@@ -2,6 +2,7 @@
 //! come from (SEMANTICS.md, "Choosing endpoints"; upstream `topology.go`).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use kproxy_model::Endpoint;
 
@@ -15,8 +16,8 @@ pub struct Candidate {
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    pub node_name: Option<String>,
-    pub hints: Option<Hints>,
+    pub node_name: Option<Arc<str>>,
+    pub hints: Option<Box<Hints>>,
 }
 
 /// Where this proxy runs, as far as choosing endpoints goes.
@@ -87,19 +88,19 @@ fn topology(candidates: &[Candidate], here: Locality<'_>) -> Topology {
     if ready.is_empty() {
         return Topology::Ignore;
     }
-    fn node_hints(c: &Candidate) -> &[String] {
+    fn node_hints(c: &Candidate) -> &[Arc<str>] {
         c.hints.as_ref().map_or(&[], |h| &h.for_nodes)
     }
-    fn zone_hints(c: &Candidate) -> &[String] {
+    fn zone_hints(c: &Candidate) -> &[Arc<str>] {
         c.hints.as_ref().map_or(&[], |h| &h.for_zones)
     }
     let all_node_hints = ready.iter().all(|c| !node_hints(c).is_empty());
-    let for_node = ready.iter().any(|c| node_hints(c).iter().any(|n| n == here.node_name));
+    let for_node = ready.iter().any(|c| node_hints(c).iter().any(|n| **n == *here.node_name));
     if all_node_hints && for_node {
         return Topology::SameNode;
     }
     let all_zone_hints = ready.iter().all(|c| !zone_hints(c).is_empty());
-    let for_zone = here.zone.is_some_and(|zone| ready.iter().any(|c| zone_hints(c).iter().any(|z| z == zone)));
+    let for_zone = here.zone.is_some_and(|zone| ready.iter().any(|c| zone_hints(c).iter().any(|z| **z == *zone)));
     if all_zone_hints && for_zone {
         return Topology::SameZone;
     }
@@ -110,9 +111,9 @@ fn available(c: &Candidate, topology: Topology, here: Locality<'_>) -> bool {
     let hints = c.hints.as_ref();
     match topology {
         Topology::Ignore => true,
-        Topology::SameNode => hints.is_some_and(|h| h.for_nodes.iter().any(|n| n == here.node_name)),
+        Topology::SameNode => hints.is_some_and(|h| h.for_nodes.iter().any(|n| **n == *here.node_name)),
         Topology::SameZone => {
-            hints.is_some_and(|h| here.zone.is_some_and(|zone| h.for_zones.iter().any(|z| z == zone)))
+            hints.is_some_and(|h| here.zone.is_some_and(|zone| h.for_zones.iter().any(|z| **z == *zone)))
         }
     }
 }
@@ -133,8 +134,9 @@ mod tests {
                 ready,
                 serving,
                 terminating,
-                node_name: node.map(|n| format!("node-{n}")),
-                hints: zone.map(|z| Hints { for_zones: vec![format!("zone-{z}")], for_nodes: Vec::new() }),
+                node_name: node.map(|n| format!("node-{n}").into()),
+                hints: zone
+                    .map(|z| Box::new(Hints { for_zones: vec![format!("zone-{z}").into()], for_nodes: Vec::new() })),
             })
     }
 

@@ -57,7 +57,13 @@ pub fn derive<'a>(service: &ServiceInfo, pods: impl IntoIterator<Item = &'a PodI
     SliceInfo {
         service: service.name.clone(),
         groups: std::sync::Arc::new(
-            groups.into_iter().map(|(ports, endpoints)| EndpointGroup { ports, endpoints }).collect(),
+            groups
+                .into_iter()
+                .map(|(ports, mut endpoints)| {
+                    endpoints.shrink_to_fit();
+                    EndpointGroup { ports, endpoints }
+                })
+                .collect(),
         ),
     }
 }

@@ -1,9 +1,11 @@
 //! The one stream every source produces and the state consumes.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::info::{NodeInfo, PodInfo, ServiceCidrInfo, ServiceInfo, SliceInfo};
+use crate::intern::intern;
 
 /// The kinds of object kproxy reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,15 +43,19 @@ impl fmt::Display for Kind {
 }
 
 /// Identifies one object: kind, namespace (empty when cluster-scoped), name.
+///
+/// The strings are shared: a key is held by the source, the trackers and
+/// the indexes, and cloning it must not copy them. Keys made by conversion
+/// have their namespace interned (`crate::intern`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
     pub kind: Kind,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
-    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(kind: Kind, namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         Self { kind, namespace: namespace.into(), name: name.into() }
     }
 }
@@ -69,7 +75,9 @@ impl fmt::Display for ObjectKey {
 /// A converted object, ready for the trackers.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Object {
-    Service(ServiceInfo),
+    /// Shared: the manifest folder keeps the object it sends, and the
+    /// state's tracker holds the same one (a Service is the largest record).
+    Service(Arc<ServiceInfo>),
     /// An EndpointSlice, or a legacy Endpoints (see the key's kind).
     Slice {
         key: ObjectKey,
@@ -83,13 +91,18 @@ pub enum Object {
 }
 
 impl Object {
+    /// A Service, shared (conversion's `map(Object::service)`).
+    pub fn service(info: ServiceInfo) -> Self {
+        Object::Service(Arc::new(info))
+    }
+
     pub fn key(&self) -> ObjectKey {
         match self {
-            Object::Service(s) => ObjectKey::new(Kind::Service, &*s.name.namespace, &*s.name.name),
+            Object::Service(s) => ObjectKey::new(Kind::Service, s.name.namespace.clone(), s.name.name.clone()),
             Object::Slice { key, .. } => key.clone(),
-            Object::Pod(p) => ObjectKey::new(Kind::Pod, &p.namespace, &p.name),
-            Object::Node(n) => ObjectKey::new(Kind::Node, "", &n.name),
-            Object::ServiceCidr(c) => ObjectKey::new(Kind::ServiceCidr, "", &c.name),
+            Object::Pod(p) => ObjectKey::new(Kind::Pod, p.namespace.clone(), p.name.as_str()),
+            Object::Node(n) => ObjectKey::new(Kind::Node, intern(""), n.name.as_str()),
+            Object::ServiceCidr(c) => ObjectKey::new(Kind::ServiceCidr, intern(""), c.name.as_str()),
         }
     }
 }

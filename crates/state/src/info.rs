@@ -23,7 +23,9 @@ pub enum TargetPort {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortInfo {
-    pub name: String,
+    /// Interned (`crate::intern`): the same few names (`http`, `dns`)
+    /// recur across services, slices and the state's port names.
+    pub name: Arc<str>,
     pub protocol: Protocol,
     pub port: u16,
     pub node_port: Option<u16>,
@@ -110,28 +112,33 @@ impl ServiceInfo {
     }
 }
 
-/// Topology hints of an endpoint.
+/// Topology hints of an endpoint (zone and node names interned).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Hints {
-    pub for_zones: Vec<String>,
-    pub for_nodes: Vec<String>,
+    pub for_zones: Vec<Arc<str>>,
+    pub for_nodes: Vec<Arc<str>>,
 }
 
 /// One endpoint of a slice, before categorisation.
+///
+/// The most numerous record kproxy keeps (one per endpoint per slice), so
+/// kept small: 48 bytes, the node name interned, the rare hints boxed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SliceEndpoint {
     pub ip: IpAddr,
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    pub node_name: Option<String>,
-    pub hints: Option<Hints>,
+    /// Interned (`crate::intern`).
+    pub node_name: Option<Arc<str>>,
+    pub hints: Option<Box<Hints>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SlicePort {
     /// Matches the Service port's name; empty for an unnamed port.
-    pub name: String,
+    /// Interned (`crate::intern`).
+    pub name: Arc<str>,
     pub protocol: Protocol,
     pub port: u16,
 }
@@ -165,11 +172,13 @@ pub struct ContainerPort {
 /// What the endpoint controller needs of a Pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodInfo {
-    pub namespace: String,
+    /// Interned (`crate::intern`).
+    pub namespace: Arc<str>,
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub ips: Vec<IpAddr>,
-    pub node_name: Option<String>,
+    /// Interned (`crate::intern`).
+    pub node_name: Option<Arc<str>>,
     /// Phase Succeeded or Failed: never an endpoint again.
     pub finished: bool,
     /// The `Ready` condition is `True`.

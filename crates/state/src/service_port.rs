@@ -29,7 +29,7 @@ pub fn service_ports<'a>(
             ips.iter().copied().filter(move |ip| IpFamily::of(ip) == family)
         }
         for port in &service.ports {
-            let name = ServicePortName::new(service.name.clone(), port.name.as_str(), port.protocol);
+            let name = ServicePortName::new(service.name.clone(), port.name.clone(), port.protocol);
             let mut frontends: Vec<Frontend> = Vec::new();
             for (kind, ips) in [
                 (FrontendKind::ClusterIp, &service.cluster_ips),

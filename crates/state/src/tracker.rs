@@ -82,16 +82,33 @@ impl<K: Clone + Eq + Hash, V: Clone + PartialEq> ChangeTracker<K, V> {
 
     /// The net changes since the last call, as (key, before, after).
     pub fn take(&mut self) -> Vec<(K, Option<V>, Option<V>)> {
-        self.net_pending = 0;
         let mut changed = Vec::new();
-        for (key, before) in self.previous.drain() {
+        self.take_with(|key, before, after| changed.push((key, before, after.cloned())));
+        changed
+    }
+
+    /// The net changes since the last call, handed to `f` as (key, before,
+    /// after) without copying the current values; returns how many.
+    pub fn take_with(&mut self, mut f: impl FnMut(K, Option<V>, Option<&V>)) -> usize {
+        self.net_pending = 0;
+        let mut count = 0;
+        // Taken, not drained: a drained map keeps the capacity of its
+        // largest sync (the first: every object) for the process's life.
+        for (key, before) in std::mem::take(&mut self.previous) {
             let after = self.current.get(&key);
             if before.as_ref() != after {
-                let after = after.cloned();
-                changed.push((key, before, after));
+                count += 1;
+                f(key, before, after);
             }
         }
-        changed
+        count
+    }
+
+    /// Heap bytes of the maps' slots (keys and values inline; what they
+    /// point to is the caller's to count).
+    pub fn slot_bytes(&self) -> usize {
+        crate::memory::hash_slots(self.current.capacity(), size_of::<(K, V)>())
+            + crate::memory::hash_slots(self.previous.capacity(), size_of::<(K, Option<V>)>())
     }
 }
 
@@ -136,6 +153,18 @@ mod tests {
         t.delete(&"old");
         assert_eq!(t.take(), vec![("old", Some(5), None)]);
         assert_eq!(t.get(&"old"), None);
+    }
+
+    #[test]
+    fn taking_releases_the_memory_of_the_pending_changes() {
+        let mut t = ChangeTracker::default();
+        for i in 0..10_000 {
+            t.upsert(i, i);
+        }
+        assert_eq!(t.take_with(|_, _, _| {}), 10_000);
+        assert_eq!(t.previous.capacity(), 0);
+        t.upsert(1, 2);
+        assert_eq!(t.take(), vec![(1, Some(1), Some(2))]);
     }
 
     #[test]

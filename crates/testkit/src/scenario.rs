@@ -32,7 +32,7 @@ impl Scenario {
     }
 
     pub fn service(&mut self, svc: Service) -> &mut Self {
-        self.apply(Object::Service(convert::service(&svc).expect("valid service")))
+        self.apply(Object::service(convert::service(&svc).expect("valid service")))
     }
 
     pub fn slice(&mut self, slice: EndpointSlice) -> &mut Self {

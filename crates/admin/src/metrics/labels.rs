@@ -81,3 +81,17 @@ pub struct BuildInfoLabels {
     pub compiler: String,
     pub platform: String,
 }
+
+/// `part` of `kproxy_state_bytes`: `services`, `endpoints`, `pods`,
+/// `state` or `names`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartLabel {
+    pub part: &'static str,
+}
+
+/// `kind` of `kproxy_state_objects`: `services`, `endpoint_slices`,
+/// `endpoints`, `pods`, `service_ports` or `names`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}

@@ -25,7 +25,8 @@ use prometheus_client::registry::Registry;
 
 pub use build_info::BuildInfo;
 pub use labels::{
-    AnnotationLabels, BuildInfoLabels, CodeLabel, FailureLabels, FamilyLabel, FamilyValue, PolicyLabels, TableLabels,
+    AnnotationLabels, BuildInfoLabels, CodeLabel, FailureLabels, FamilyLabel, FamilyValue, KindLabel, PartLabel,
+    PolicyLabels, TableLabels,
 };
 pub use process::{ProcessCollector, ProcessFigures};
 
@@ -91,6 +92,10 @@ pub struct Metrics {
     pub skipped: Counter,
     /// Service annotations not honoured and replaced by their default.
     pub annotation_fallbacks: Family<AnnotationLabels, Counter>,
+    /// Estimated heap bytes of the state pipeline's records, by part.
+    pub state_bytes: Family<PartLabel, Gauge>,
+    /// How many records those bytes are for, by kind.
+    pub state_objects: Family<KindLabel, Gauge>,
 }
 
 impl Metrics {
@@ -132,6 +137,8 @@ impl Metrics {
             manifest_reads: Counter::default(),
             skipped: Counter::default(),
             annotation_fallbacks: Family::default(),
+            state_bytes: Family::default(),
+            state_objects: Family::default(),
         };
         m.touch();
         let mut registry = Registry::default();
@@ -221,6 +228,19 @@ impl Metrics {
             if failure.partial {
                 self.iptables_partial_restore_failures.get_or_create(&label).inc();
             }
+        }
+    }
+}
+
+impl Metrics {
+    /// Sets `kproxy_state_bytes` and `kproxy_state_objects`.
+    pub fn record_state_memory(&self, bytes: &[(&'static str, usize)], objects: &[(&'static str, usize)]) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        for (part, n) in bytes {
+            self.state_bytes.get_or_create(&PartLabel { part }).set(gauge(*n));
+        }
+        for (kind, n) in objects {
+            self.state_objects.get_or_create(&KindLabel { kind }).set(gauge(*n));
         }
     }
 }

@@ -200,6 +200,16 @@ impl Metrics {
             "kproxy.io annotations of Services that are invalid or not supported by the proxy mode, replaced by their default (each counted once per change, with a warning in the log and in /state)",
             self.annotation_fallbacks.clone(),
         );
+        r.register(
+            "kproxy_state_bytes",
+            "Estimated heap bytes of the records the state pipeline holds, by part (services, endpoints, pods, state: the ProxyState, names: interned strings); set after each sync",
+            self.state_bytes.clone(),
+        );
+        r.register(
+            "kproxy_state_objects",
+            "Records the state pipeline holds, by kind (services, endpoint_slices, endpoints, pods, service_ports, names); set after each sync",
+            self.state_objects.clone(),
+        );
     }
 
     /// Creates every series whose labels are known in advance at 0, so that

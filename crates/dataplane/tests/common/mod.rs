@@ -130,7 +130,7 @@ impl Harness {
 
     pub async fn service(&self, name: &str, ip: &str) {
         let svc = service("default", name).cluster_ip(ip).port("dns", "UDP", 53).build();
-        self.send(SourceEvent::Apply(Object::Service(convert::service(&svc).unwrap()))).await;
+        self.send(SourceEvent::Apply(Object::service(convert::service(&svc).unwrap()))).await;
     }
 
     pub async fn endpoints(&self, name: &str, ips: &[&str]) {

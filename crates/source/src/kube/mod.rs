@@ -119,7 +119,7 @@ impl KubeSource {
         let services = follower(Resource::Services).follow(
             Api::<Service>::all(self.client.clone()),
             base.clone().labels(SELECTOR_SERVICES),
-            |s| convert::service_with_warnings(s).map(|c| c.map(Object::Service)),
+            |s| convert::service_with_warnings(s).map(|c| c.map(Object::service)),
         );
         let slices = follower(Resource::EndpointSlices).follow(
             Api::<EndpointSlice>::all(self.client.clone()),

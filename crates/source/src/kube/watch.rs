@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kproxy_state::convert::{Converted, InvalidObject};
+use kproxy_state::intern::intern;
 use kproxy_state::{Kind, Object, ObjectKey, SourceEvent};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
@@ -41,9 +42,10 @@ impl Gate {
 /// The state went away: stop.
 struct Closed;
 
-/// What the state was told of one object.
+/// What the state was told of one object: all the source keeps of it
+/// (the API object is dropped once converted and sent).
 struct Known {
-    resource_version: String,
+    resource_version: Box<str>,
     /// The state holds a version of it (false while only invalid versions
     /// have been seen).
     applied: bool,
@@ -195,10 +197,10 @@ impl<'a> Follower<'a> {
 
     fn key<K: kube::Resource>(&self, object: &K) -> ObjectKey {
         let namespace = match self.kind.is_namespaced() {
-            true => object.namespace().filter(|ns| !ns.is_empty()).unwrap_or_else(|| "default".into()),
-            false => String::new(),
+            true => object.meta().namespace.as_deref().filter(|ns| !ns.is_empty()).unwrap_or("default"),
+            false => "",
         };
-        ObjectKey::new(self.kind, namespace, object.name_any())
+        ObjectKey::new(self.kind, intern(namespace), object.name_any())
     }
 
     async fn apply<K: kube::Resource>(
@@ -207,9 +209,9 @@ impl<'a> Follower<'a> {
         object: &K,
         convert: &impl Fn(&K) -> Result<Converted<Object>, InvalidObject>,
     ) -> Result<(), Closed> {
-        let version = object.resource_version().unwrap_or_default();
+        let version = object.meta().resource_version.as_deref().unwrap_or_default();
         // A relist repeats what is unchanged; the state has it already.
-        if self.known.get(&key).is_some_and(|k| !version.is_empty() && k.resource_version == version) {
+        if self.known.get(&key).is_some_and(|k| !version.is_empty() && *k.resource_version == *version) {
             return Ok(());
         }
         match convert(object) {
@@ -218,7 +220,10 @@ impl<'a> Follower<'a> {
                 for warning in &warnings {
                     warn!(warning = %warning, "field read leniently, as kube-proxy reads it");
                 }
-                self.known.insert(key, Known { resource_version: version, applied: true });
+                // The converted object's key shares its strings with it.
+                let converted = value.key();
+                let key = if converted == key { converted } else { key };
+                self.known.insert(key, Known { resource_version: version.into(), applied: true });
                 self.send(SourceEvent::Apply(value), "apply").await
             }
             Err(e) => {
@@ -228,7 +233,7 @@ impl<'a> Follower<'a> {
                     true => error!(error = %e, "invalid update; keeping the object's last valid version"),
                     false => error!(error = %e, "invalid object; ignoring it until it is fixed"),
                 }
-                self.known.insert(key, Known { resource_version: version, applied });
+                self.known.insert(key, Known { resource_version: version.into(), applied });
                 Ok(())
             }
         }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use kproxy_state::{Object, ObjectKey, SourceEvent};
 use tracing::debug;
@@ -11,13 +12,21 @@ use tracing::debug;
 use super::parse::{Parsed, parse_file};
 use super::{ManifestError, SourceError};
 
-/// An object and where it was defined.
+/// An object and where in its file it was defined (the file is the
+/// [`FileEntry`] holding it).
 #[derive(Clone, Debug, PartialEq)]
 struct Defined {
-    file: PathBuf,
     document: usize,
     line: usize,
     object: Object,
+}
+
+/// The definition that wins for a key: the `index`th object of `file`.
+/// The merged view is these references, not a copy of the objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Winner {
+    file: Arc<Path>,
+    index: usize,
 }
 
 #[derive(Debug, Default)]
@@ -62,10 +71,12 @@ pub struct Reload {
 #[derive(Debug)]
 pub struct Folder {
     dir: PathBuf,
-    files: BTreeMap<PathBuf, FileEntry>,
-    active: BTreeMap<ObjectKey, Defined>,
+    files: BTreeMap<Arc<Path>, FileEntry>,
+    /// The merged view: where each key's winning definition is, sorted by
+    /// key (exactly sized: a B-tree's half-full nodes cost twice as much).
+    active: Vec<(ObjectKey, Winner)>,
     /// Duplicate definitions already reported: (key, file, document).
-    duplicates: BTreeSet<(ObjectKey, PathBuf, usize)>,
+    duplicates: BTreeSet<(ObjectKey, Arc<Path>, usize)>,
     /// Files that could not be read, already reported.
     unreadable: BTreeSet<PathBuf>,
 }
@@ -78,7 +89,7 @@ impl Folder {
         Ok(Self {
             dir: dir.to_owned(),
             files: BTreeMap::new(),
-            active: BTreeMap::new(),
+            active: Vec::new(),
             duplicates: BTreeSet::new(),
             unreadable: BTreeSet::new(),
         })
@@ -93,7 +104,13 @@ impl Folder {
         let mut reload = Reload::default();
         let paths = manifest_files(&self.dir)?;
         reload.files = paths.len();
-        self.files.retain(|path, _| paths.contains(path));
+        // The versions of the files this read replaces or drops: the merged
+        // view of the last read refers to them until the new one is made.
+        let mut replaced: BTreeMap<Arc<Path>, FileEntry> = BTreeMap::new();
+        let gone: Vec<Arc<Path>> = self.files.keys().filter(|path| !paths.contains(&***path)).cloned().collect();
+        for path in gone {
+            replaced.extend(self.files.remove_entry(&*path));
+        }
         self.unreadable.retain(|path| paths.contains(path));
         for path in &paths {
             let text = match std::fs::read_to_string(path) {
@@ -103,7 +120,7 @@ impl Folder {
                 }
                 // Gone since it was listed: as if it had not been listed.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    self.files.remove(path);
+                    replaced.extend(self.files.remove_entry(path.as_path()));
                     self.unreadable.remove(path);
                     reload.files -= 1;
                     continue;
@@ -119,24 +136,26 @@ impl Folder {
                     continue;
                 }
             };
-            if self.files.get(path).is_some_and(|entry| entry.digest == digest(&text)) {
+            if self.files.get(path.as_path()).is_some_and(|entry| entry.digest == digest(&text)) {
                 continue;
             }
-            let previous = self.files.remove(path).unwrap_or_default();
-            let entry = self.read_file(path, text, previous, &mut reload);
-            self.files.insert(path.clone(), entry);
+            let previous = self.files.remove_entry(path.as_path());
+            let entry = self.read_file(path, text, previous.as_ref().map(|(_, e)| e), &mut reload);
+            let key = previous.as_ref().map_or_else(|| Arc::from(path.as_path()), |(key, _)| Arc::clone(key));
+            self.files.insert(key, entry);
+            replaced.extend(previous);
         }
-        self.merge(&mut reload);
+        self.merge(&replaced, &mut reload);
         Ok(reload)
     }
 
-    fn read_file(&self, path: &Path, text: String, previous: FileEntry, reload: &mut Reload) -> FileEntry {
+    fn read_file(&self, path: &Path, text: String, previous: Option<&FileEntry>, reload: &mut Reload) -> FileEntry {
         let mut objects = Vec::new();
         let mut failed = false;
         for parsed in parse_file(path, &text) {
             match parsed {
                 Parsed::Object { document, line, object } => {
-                    objects.push(Defined { file: path.to_owned(), document, line, object });
+                    objects.push(Defined { document, line, object });
                 }
                 Parsed::Lenient { document, warning } => {
                     reload.warnings.push(format!("{}: document {document}: {warning}", path.display()));
@@ -155,54 +174,67 @@ impl Folder {
         }
         if failed {
             let now: BTreeSet<ObjectKey> = objects.iter().map(|d| d.object.key()).collect();
-            for old in previous.objects.into_iter().filter(|d| !now.contains(&d.object.key())) {
+            let old = previous.into_iter().flat_map(|p| &p.objects);
+            for old in old.filter(|d| !now.contains(&d.object.key())) {
                 reload.kept.push(old.object.key().to_string());
-                objects.push(old);
+                objects.push(old.clone());
             }
         }
+        objects.shrink_to_fit();
         FileEntry { digest: digest(&text), objects }
     }
 
+    /// The definition `winner` refers to, in the current files.
+    fn defined(&self, winner: &Winner) -> &Defined {
+        &self.files[&winner.file].objects[winner.index]
+    }
+
     /// Recomputes the merged view (first definition in path, then document
-    /// order wins) and turns its differences into events.
-    fn merge(&mut self, reload: &mut Reload) {
-        let mut active: BTreeMap<ObjectKey, Defined> = BTreeMap::new();
+    /// order wins) and turns its differences into events. The last view
+    /// refers to the files of `replaced` where this read replaced them.
+    fn merge(&mut self, replaced: &BTreeMap<Arc<Path>, FileEntry>, reload: &mut Reload) {
+        let mut active: BTreeMap<ObjectKey, Winner> = BTreeMap::new();
         let mut duplicates = BTreeSet::new();
-        for defined in self.files.values().flat_map(|f| &f.objects) {
-            let key = defined.object.key();
-            match active.get(&key) {
-                None => {
-                    active.insert(key, defined.clone());
+        for (file, entry) in &self.files {
+            for (index, defined) in entry.objects.iter().enumerate() {
+                let key = defined.object.key();
+                let Some(first) = active.get(&key) else {
+                    active.insert(key, Winner { file: Arc::clone(file), index });
+                    continue;
+                };
+                let id = (key, Arc::clone(file), defined.document);
+                if !self.duplicates.contains(&id) {
+                    reload.errors.push(ManifestError {
+                        file: file.to_path_buf(),
+                        document: defined.document,
+                        line: defined.line,
+                        object: Some(id.0.to_string()),
+                        reason: format!(
+                            "also defined in {} document {}; this copy is ignored",
+                            first.file.display(),
+                            self.defined(first).document
+                        ),
+                    });
                 }
-                Some(first) => {
-                    let id = (key.clone(), defined.file.clone(), defined.document);
-                    if !self.duplicates.contains(&id) {
-                        reload.errors.push(ManifestError {
-                            file: defined.file.clone(),
-                            document: defined.document,
-                            line: defined.line,
-                            object: Some(key.to_string()),
-                            reason: format!(
-                                "also defined in {} document {}; this copy is ignored",
-                                first.file.display(),
-                                first.document
-                            ),
-                        });
-                    }
-                    duplicates.insert(id);
-                }
+                duplicates.insert(id);
             }
         }
         self.duplicates = duplicates;
-        for key in self.active.keys().filter(|k| !active.contains_key(*k)) {
+        let before = |winner: &Winner| match replaced.get(&winner.file) {
+            Some(old) => &old.objects[winner.index].object,
+            None => &self.defined(winner).object,
+        };
+        for (key, _) in self.active.iter().filter(|(k, _)| !active.contains_key(k)) {
             reload.events.push(SourceEvent::Delete(key.clone()));
         }
-        for (key, defined) in &active {
-            if self.active.get(key).is_none_or(|old| old.object != defined.object) {
-                reload.events.push(SourceEvent::Apply(defined.object.clone()));
+        let old = |key: &ObjectKey| self.active.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| &self.active[i].1);
+        for (key, winner) in &active {
+            let object = &self.defined(winner).object;
+            if old(key).is_none_or(|old| before(old) != object) {
+                reload.events.push(SourceEvent::Apply(object.clone()));
             }
         }
-        self.active = active;
+        self.active = active.into_iter().collect();
     }
 }
 

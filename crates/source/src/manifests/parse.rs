@@ -256,7 +256,7 @@ fn object(value: &Value, document: usize, line: usize) -> (Parsed, Vec<Parsed>) 
     let u = &mut unknown;
     let converted = match kind {
         "Service" => typed::<Service>(value, u)
-            .and_then(|s| convert::service_with_warnings(&s).map(|c| c.map(Object::Service)).map_err(into_reason)),
+            .and_then(|s| convert::service_with_warnings(&s).map(|c| c.map(Object::service)).map_err(into_reason)),
         "EndpointSlice" => typed::<EndpointSlice>(value, u)
             .and_then(|s| convert::endpoint_slice_with_warnings(&s).map_err(into_reason)),
         "Endpoints" => {

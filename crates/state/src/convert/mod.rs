@@ -36,6 +36,7 @@ pub use service_cidr::{service_cidr, service_cidr_with_warnings};
 pub use slice::{endpoint_slice, endpoint_slice_with_warnings, endpoints, endpoints_with_warnings};
 
 use crate::event::{Kind, ObjectKey};
+use crate::intern::intern;
 
 /// Label naming the proxy that owns a Service or slice when it is not the
 /// default one.
@@ -102,11 +103,11 @@ impl Fields {
     /// Reads the object's identity; a missing name is the first error.
     pub(crate) fn of(kind: Kind, meta: &ObjectMeta) -> Result<Self, InvalidObject> {
         let namespace = match kind.is_namespaced() {
-            true => meta.namespace.clone().filter(|ns| !ns.is_empty()).unwrap_or_else(|| "default".into()),
-            false => String::new(),
+            true => meta.namespace.as_deref().filter(|ns| !ns.is_empty()).unwrap_or("default"),
+            false => "",
         };
-        let name = meta.name.clone().unwrap_or_default();
-        let fields = Self { key: ObjectKey::new(kind, namespace, name), warnings: RefCell::default() };
+        let name = meta.name.as_deref().unwrap_or_default();
+        let fields = Self { key: ObjectKey::new(kind, intern(namespace), name), warnings: RefCell::default() };
         if fields.key.name.is_empty() {
             return Err(fields.invalid("metadata.name", "must be set"));
         }

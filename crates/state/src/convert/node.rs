@@ -37,7 +37,7 @@ pub fn node_with_warnings(node: &Node) -> Result<Converted<NodeInfo>, InvalidObj
         .map(|(i, c)| f.cidr(format!("spec.podCIDRs[{i}]"), c))
         .collect::<Result<Vec<_>, _>>()?;
     let info = NodeInfo {
-        name: f.key().name.clone(),
+        name: f.key().name.to_string(),
         zone: node.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ZONE)).filter(|z| !z.is_empty()).cloned(),
         addresses,
         pod_cidrs,

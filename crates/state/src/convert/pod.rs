@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use super::{Converted, Fields, InvalidObject};
 use crate::event::Kind;
 use crate::info::{ContainerPort, PodInfo};
+use crate::intern::intern_opt;
 
 /// Validates a Pod and keeps what the endpoint controller reads.
 pub fn pod(pod: &Pod) -> Result<PodInfo, InvalidObject> {
@@ -54,10 +55,10 @@ pub fn pod_with_warnings(pod: &Pod) -> Result<Converted<PodInfo>, InvalidObject>
 
     let info = PodInfo {
         namespace: f.key().namespace.clone(),
-        name: f.key().name.clone(),
+        name: f.key().name.to_string(),
         labels: pod.metadata.labels.clone().unwrap_or_default(),
         ips,
-        node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+        node_name: intern_opt(spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())),
         finished: matches!(phase, Some("Succeeded" | "Failed")),
         ready,
         terminating: pod.metadata.deletion_timestamp.is_some(),

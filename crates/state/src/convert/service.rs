@@ -11,6 +11,7 @@ use super::annotations;
 use super::{Converted, Fields, InvalidObject, LABEL_SERVICE_PROXY_NAME};
 use crate::event::Kind;
 use crate::info::{IgnoreReason, PortInfo, ServiceInfo, TargetPort};
+use crate::intern::intern;
 
 /// Upstream's default `sessionAffinityConfig.clientIP.timeoutSeconds`.
 pub const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
@@ -24,7 +25,7 @@ pub fn service(svc: &Service) -> Result<ServiceInfo, InvalidObject> {
 /// [`service`], with the fields read leniently.
 pub fn service_with_warnings(svc: &Service) -> Result<Converted<ServiceInfo>, InvalidObject> {
     let f = Fields::of(Kind::Service, &svc.metadata)?;
-    let name = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
+    let name = ServiceName::new(f.key().namespace.clone(), intern(&f.key().name));
     let labels = svc.metadata.labels.as_ref();
     if let Some(proxy) = labels.and_then(|l| l.get(LABEL_SERVICE_PROXY_NAME)) {
         return Ok(f.finish(ServiceInfo::ignored(name, IgnoreReason::OtherProxy(proxy.clone()))));
@@ -175,7 +176,7 @@ fn ports(f: &Fields, ports: &[K8sServicePort]) -> Result<Vec<PortInfo>, InvalidO
     let mut out = Vec::with_capacity(ports.len());
     for (i, p) in ports.iter().enumerate() {
         let at = |field: &str| format!("spec.ports[{i}].{field}");
-        let name = p.name.clone().unwrap_or_default();
+        let name = intern(p.name.as_deref().unwrap_or_default());
         let protocol = f.protocol(at("protocol"), p.protocol.as_deref())?;
         let port = f.port(at("port"), p.port)?;
         let node_port = match p.node_port {

@@ -21,6 +21,6 @@ pub fn service_cidr_with_warnings(cidr: &ServiceCIDR) -> Result<Converted<Servic
         .enumerate()
         .map(|(i, c)| f.cidr(format!("spec.cidrs[{i}]"), c))
         .collect::<Result<Vec<_>, _>>()?;
-    let info = ServiceCidrInfo { name: f.key().name.clone(), cidrs };
+    let info = ServiceCidrInfo { name: f.key().name.to_string(), cidrs };
     Ok(f.finish(info))
 }

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::event::{Kind, Object};
 use crate::info::{EndpointGroup, Hints, SliceEndpoint, SliceInfo, SlicePort};
+use crate::intern::{intern, intern_opt};
 
 /// Validates an EndpointSlice. Slices kproxy ignores (headless, owned by
 /// another proxy, FQDN addresses) convert to a slice with no endpoints, so
@@ -32,7 +33,7 @@ pub fn endpoint_slice_with_warnings(slice: &EndpointSlice) -> Result<Converted<O
     let service = label(LABEL_SERVICE_NAME)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| f.invalid("metadata.labels", format!("{LABEL_SERVICE_NAME} must name the slice's Service")))?;
-    let service = ServiceName::new(f.key().namespace.as_str(), service.as_str());
+    let service = ServiceName::new(f.key().namespace.clone(), intern(service));
     let trigger_time = trigger_time(slice.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TRIGGER_TIME)));
     let key = f.key().clone();
     let object = |groups: Vec<EndpointGroup>| Object::Slice {
@@ -53,14 +54,14 @@ pub fn endpoint_slice_with_warnings(slice: &EndpointSlice) -> Result<Converted<O
         return Ok(f.finish(object(Vec::new())));
     }
 
-    let mut ports = Vec::new();
+    let mut ports = Vec::with_capacity(slice.ports.as_ref().map_or(0, Vec::len));
     for (i, p) in slice.ports.iter().flatten().enumerate() {
         // Upstream skips ports without a number; an unset name is the
         // unnamed port (upstream skips it too, but hand-written slices in a
         // manifest folder often leave it out).
         let Some(port) = p.port.filter(|p| *p != 0) else { continue };
         ports.push(SlicePort {
-            name: p.name.clone().unwrap_or_default(),
+            name: intern(p.name.as_deref().unwrap_or_default()),
             protocol: f.protocol(format!("ports[{i}].protocol"), p.protocol.as_deref())?,
             port: f.port(format!("ports[{i}].port"), port)?,
         });
@@ -70,7 +71,8 @@ pub fn endpoint_slice_with_warnings(slice: &EndpointSlice) -> Result<Converted<O
         let reason = format!("{} entries; at most {MAX_ENDPOINTS_PER_SLICE} per slice", slice.endpoints.len());
         return Err(f.invalid("endpoints", reason));
     }
-    let mut endpoints = Vec::new();
+    // Exact capacity: at 10 endpoints a grown vector would hold 16.
+    let mut endpoints = Vec::with_capacity(slice.endpoints.len());
     for (i, ep) in slice.endpoints.iter().enumerate() {
         // Only the first address counts (upstream does the same).
         let Some(address) = ep.addresses.first() else { continue };
@@ -82,18 +84,19 @@ pub fn endpoint_slice_with_warnings(slice: &EndpointSlice) -> Result<Converted<O
         let conditions = ep.conditions.as_ref();
         let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
         let hints = ep.hints.as_ref().map(|h| Hints {
-            for_zones: h.for_zones.iter().flatten().map(|z| z.name.clone()).collect(),
-            for_nodes: h.for_nodes.iter().flatten().map(|n| n.name.clone()).collect(),
+            for_zones: h.for_zones.iter().flatten().map(|z| intern(&z.name)).collect(),
+            for_nodes: h.for_nodes.iter().flatten().map(|n| intern(&n.name)).collect(),
         });
         endpoints.push(SliceEndpoint {
             ip,
             ready,
             serving: conditions.and_then(|c| c.serving).unwrap_or(ready),
             terminating: conditions.and_then(|c| c.terminating).unwrap_or(false),
-            node_name: ep.node_name.clone().filter(|n| !n.is_empty()),
-            hints: hints.filter(|h| !h.for_zones.is_empty() || !h.for_nodes.is_empty()),
+            node_name: intern_opt(ep.node_name.as_deref().filter(|n| !n.is_empty())),
+            hints: hints.filter(|h| !h.for_zones.is_empty() || !h.for_nodes.is_empty()).map(Box::new),
         });
     }
+    endpoints.shrink_to_fit();
     let converted = object(vec![EndpointGroup { ports, endpoints }]);
     Ok(f.finish(converted))
 }
@@ -108,14 +111,14 @@ pub fn endpoints(eps: &Endpoints) -> Result<Object, InvalidObject> {
 /// [`endpoints`], with the fields read leniently.
 pub fn endpoints_with_warnings(eps: &Endpoints) -> Result<Converted<Object>, InvalidObject> {
     let f = Fields::of(Kind::Endpoints, &eps.metadata)?;
-    let service = ServiceName::new(f.key().namespace.as_str(), f.key().name.as_str());
+    let service = ServiceName::new(f.key().namespace.clone(), intern(&f.key().name));
     let trigger_time = trigger_time(eps.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_TRIGGER_TIME)));
     let mut groups = Vec::new();
     for (s, subset) in eps.subsets.iter().flatten().enumerate() {
         let mut ports = Vec::new();
         for (i, p) in subset.ports.iter().flatten().enumerate() {
             ports.push(SlicePort {
-                name: p.name.clone().unwrap_or_default(),
+                name: intern(p.name.as_deref().unwrap_or_default()),
                 protocol: f.protocol(format!("subsets[{s}].ports[{i}].protocol"), p.protocol.as_deref())?,
                 port: f.port(format!("subsets[{s}].ports[{i}].port"), p.port)?,
             });
@@ -127,8 +130,11 @@ pub fn endpoints_with_warnings(eps: &Endpoints) -> Result<Converted<Object>, Inv
                 endpoints.push(legacy_endpoint(&f, &format!("subsets[{s}].{list}[{i}].ip"), address, ready)?);
             }
         }
+        ports.shrink_to_fit();
+        endpoints.shrink_to_fit();
         groups.push(EndpointGroup { ports, endpoints });
     }
+    groups.shrink_to_fit();
     let object =
         Object::Slice { key: f.key().clone(), info: SliceInfo { service, groups: Arc::new(groups) }, trigger_time };
     Ok(f.finish(object))
@@ -146,7 +152,7 @@ fn legacy_endpoint(
         ready,
         serving: ready,
         terminating: false,
-        node_name: address.node_name.clone().filter(|n| !n.is_empty()),
+        node_name: intern_opt(address.node_name.as_deref().filter(|n| !n.is_empty())),
         hints: None,
     })
 }

@@ -20,6 +20,7 @@ use crate::config::PlanConfig;
 use crate::names::SERVICE_CIDRS;
 use crate::objects::{Chain, Element, SetDef, Table};
 use crate::port::{ElementKey, PortObjects, Shared, port_objects};
+use crate::sink::{Collect, ElementSink};
 
 /// One operation on a family's table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +166,24 @@ pub fn plan(
     config: &PlanConfig,
     previous: Option<Applied>,
 ) -> Planned {
+    let mut collect = Collect::default();
+    let mut planned = plan_streamed(state, changes, full, config, previous, &mut collect);
+    collect.fill(&mut planned.plan);
+    planned
+}
+
+/// [`plan`], with a full plan's elements handed to `sink` as they are
+/// made: the plan's ops then hold one empty `AddElements` op per set that
+/// may have elements, where the sink's elements for it belong. A partial
+/// plan's elements are in its ops, and the sink gets none.
+pub fn plan_streamed(
+    state: &ProxyState,
+    changes: &Changes,
+    full: bool,
+    config: &PlanConfig,
+    previous: Option<Applied>,
+    sink: &mut dyn ElementSink,
+) -> Planned {
     let config = &config.resolved(&state.node);
     let node_ips = state.node.node_port_addresses.clone();
     let partial = !full && previous.as_ref().is_some_and(|p| p.config == *config && p.node_ips == node_ips);
@@ -183,7 +202,7 @@ pub fn plan(
         };
         let (ops, done) = match (partial, prev) {
             (true, Some(p)) => plan_partial(state, changes, family, &node_ips, p, &mut skips),
-            (_, prev) => plan_full(state, family, config, &node_ips, prev.as_ref(), &mut skips),
+            (_, prev) => plan_full(state, family, config, &node_ips, prev.as_ref(), &mut skips, sink),
         };
         families.push(FamilyPlan { family: Some(family), ops });
         match family {
@@ -337,17 +356,20 @@ fn plan_full(
     node_ips: &[IpAddr],
     previous: Option<&FamilyApplied>,
     skips: &mut Vec<String>,
+    sink: &mut dyn ElementSink,
 ) -> (Vec<Op>, FamilyApplied) {
     // The ports' chains and sets join the table; their elements go
-    // straight into per-set lists (moved, never copied).
+    // straight to the sink (no list of every element is kept).
+    for set in base::sets() {
+        sink.declare(family, &set);
+    }
     let mut ports = Table::default();
-    let mut elements: BTreeMap<String, Vec<Element>> = BTreeMap::new();
     let mut applied = full_state(state, family, node_ips, previous, skips, |objects| {
         let PortObjects { elements: own, chains, sets, .. } = objects;
         ports.chains.extend(chains);
         ports.sets.extend(sets);
-        for ((set, key), data) in own {
-            elements.entry(set).or_default().push(Element { key, data });
+        for ((set, key), data) in &own {
+            sink.element(family, set, key, data.as_ref());
         }
     });
     let mut table = assemble(family, config, &applied);
@@ -357,13 +379,12 @@ fn plan_full(
     let mut shared: Vec<&ElementKey> = applied.shared_elements.keys().collect();
     shared.sort_unstable();
     for (set, key) in shared {
-        elements.entry(set.clone()).or_default().push(Element { key: key.clone(), data: None });
+        sink.element(family, set, key, None);
     }
     for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
-        elements.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
+        sink.element(family, SERVICE_CIDRS, &key, None);
     }
     applied.chains = table.chains.keys().cloned().collect();
-    applied.sets = table.sets.clone();
     let mut ops = Vec::new();
     match previous {
         // Nothing known about the kernel: replace the table, atomically.
@@ -372,7 +393,7 @@ fn plan_full(
             ops.extend(table.sets.values().cloned().map(Op::AddSet));
             ops.extend(table.chains.values().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
             push_rules(&mut ops, table.chains.values());
-            push_elements(&mut ops, elements);
+            push_elements(&mut ops, &table.sets);
         }
         // Re-assert in place, keeping what the packet path learned (the
         // clients pinned by session affinity).
@@ -395,12 +416,13 @@ fn plan_full(
             let new_chains = table.chains.values().filter(|c| !previous.chains.contains(&c.name));
             ops.extend(new_chains.map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
             push_rules(&mut ops, table.chains.values());
-            push_elements(&mut ops, elements);
+            push_elements(&mut ops, &table.sets);
             ops.extend(removed_chains.into_iter().map(|c| Op::DeleteChain(c.clone())));
             let removed_sets = previous.sets.values().filter(|s| !table.sets.contains_key(&s.name));
             ops.extend(removed_sets.cloned().map(Op::DeleteSet));
         }
     }
+    applied.sets = table.sets;
     (ops, applied)
 }
 
@@ -410,8 +432,11 @@ pub(crate) fn push_rules<'a>(ops: &mut Vec<Op>, chains: impl Iterator<Item = &'a
     }
 }
 
-fn push_elements(ops: &mut Vec<Op>, elements: BTreeMap<String, Vec<Element>>) {
-    ops.extend(elements.into_iter().map(|(set, elements)| Op::AddElements { set, elements }));
+/// Where each set's elements go: an empty `AddElements` per set the plan
+/// fills (not the sets the packet path fills), in name order.
+fn push_elements(ops: &mut Vec<Op>, sets: &BTreeMap<String, SetDef>) {
+    let planned = sets.values().filter(|s| s.dynamic_timeout.is_none());
+    ops.extend(planned.map(|s| Op::AddElements { set: s.name.clone(), elements: Vec::new() }));
 }
 
 /// Updates `applied` (the previous sync's) for the ports that changed;

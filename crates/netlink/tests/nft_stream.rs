@@ -8,30 +8,7 @@ use kproxy_model::{Changes, IpFamily};
 use kproxy_netlink::nft::wire::CHUNK;
 use kproxy_netlink::nft::{Batch, IntervalSets, Streamer, encode, encode_streamed};
 use kproxy_nftables::{Applied, LocalDetector, Op, Plan, plan, plan_streamed};
-use kproxy_testkit::{EndpointBuilder as Ep, Scenario, service, slice};
-
-/// `services` ClusterIP services of ten endpoints each, a third of them
-/// node ports, on top of the cases' scenario (every kind of service).
-pub fn large(services: u32) -> Scenario {
-    let mut s = cases::scenario();
-    for i in 0..services {
-        let name = format!("svc-{i}");
-        let ip = format!("10.97.{}.{}", i / 250, i % 250 + 1);
-        let mut svc = service("bulk", &name).cluster_ip(&ip).port("http", "TCP", 80);
-        if i % 3 == 0 {
-            svc = svc.type_("NodePort").node_port(30000 + (i % 2000) as i32);
-        }
-        s.service(svc.build());
-        let mut sl = slice("bulk", &format!("{name}-1"), &name).port("http", "TCP", 8080);
-        for e in 0..10 {
-            let node = if e % 2 == 0 { "node-a" } else { "node-b" };
-            sl = sl.endpoint(Ep::new(&format!("10.{}.{}.{}", 128 + i / 250, i % 250, e + 1)).node(node));
-        }
-        s.slice(sl.build());
-    }
-    s.sync();
-    s
-}
+use kproxy_testkit::Scenario;
 
 /// The cold (or, with `previous`, in-place) full plan, streamed.
 fn streamed(s: &Scenario, previous: Option<Applied>, seq: u32, sets: &IntervalSets) -> (Plan, Batch) {
@@ -44,7 +21,7 @@ fn streamed(s: &Scenario, previous: Option<Applied>, seq: u32, sets: &IntervalSe
 
 #[test]
 fn a_streamed_full_plan_encodes_to_the_bytes_of_the_collected_plan() {
-    for s in [cases::scenario(), large(3000)] {
+    for s in [cases::scenario(), cases::large(3000)] {
         let config = cases::config(LocalDetector::None);
         let collected = plan(s.state(), &Changes::default(), true, &config, None);
         let (_, batch) = streamed(&s, None, 7, &IntervalSets::default());
@@ -85,7 +62,7 @@ fn a_streamed_plan_keeps_each_sets_add_elements_op_empty_and_in_name_order() {
 
 #[test]
 fn a_large_streamed_batch_is_kept_in_bounded_chunks_each_of_whole_messages() {
-    let (_, batch) = streamed(&large(3000), None, 1, &IntervalSets::default());
+    let (_, batch) = streamed(&cases::large(3000), None, 1, &IntervalSets::default());
     assert!(batch.chunks.len() > 1, "{} bytes in one chunk", batch.len());
     assert!(batch.chunks.len() < 1024, "sendmsg takes at most 1024 chunks");
     let mut messages = 0;

@@ -14,6 +14,7 @@
 
 pub mod ast;
 mod base;
+mod claims;
 mod config;
 mod diff;
 pub mod masquerade;

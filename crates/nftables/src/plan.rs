@@ -10,12 +10,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use kproxy_model::{
-    Changes, Frontend, FrontendKind, IpFamily, IpNet, Protocol, ProxyState, ServicePort, ServicePortName,
-};
+use kproxy_model::{Changes, Frontend, IpFamily, IpNet, Protocol, ProxyState, ServicePort, ServicePortName};
 
 use crate::ast::{Atom, Rule};
 use crate::base;
+use crate::claims::{Claims, frontend_key};
 use crate::config::PlanConfig;
 use crate::names::SERVICE_CIDRS;
 use crate::objects::{Chain, Element, SetDef, Table};
@@ -80,10 +79,6 @@ impl Plan {
 /// A frontend as the kernel keys it.
 pub type FrontendKey = (IpAddr, Protocol, u16);
 
-fn frontend_key(port: &ServicePort, f: &Frontend) -> FrontendKey {
-    (f.ip, port.name.protocol, f.port)
-}
-
 /// What the last successful sync applied to one family's table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FamilyApplied {
@@ -91,14 +86,11 @@ pub struct FamilyApplied {
     /// recomputed from these when it changes (keeping every element of
     /// every port would cost more memory than the state itself).
     pub(crate) ports: HashMap<ServicePortName, AppliedPort>,
-    /// Every port claiming each frontend, with the kind it claims it as.
-    pub(crate) claims: HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>,
-    /// The frontends each port claims (the other way round).
-    pub(crate) claimed: HashMap<ServicePortName, Vec<FrontendKey>>,
+    /// Every port claiming each frontend (a port's claims are its
+    /// frontends in `ports`), and who serves it.
+    pub(crate) claims: Claims,
     /// Elements of the ports' own (what [`Applied::element_count`] adds up).
     pub(crate) port_elements: usize,
-    /// Which claimant serves each frontend (see [`choose_owner`]).
-    pub(crate) owners: HashMap<FrontendKey, ServicePortName>,
     pub(crate) shared_elements: HashMap<ElementKey, usize>,
     pub(crate) shared_objects: BTreeMap<Shared, usize>,
     pub(crate) chains: BTreeSet<String>,
@@ -244,31 +236,6 @@ fn add_port(table: &mut Table, objects: PortObjects) {
     }
 }
 
-/// Who serves a frontend several ports claim. A cluster IP beats any other
-/// kind of claim: the API server allocates cluster IPs and never twice,
-/// while anyone may write an external IP (CVE-2020-8554). Then the previous
-/// owner keeps it, so a newcomer never takes over a running service; then
-/// the first in name order.
-fn choose_owner(
-    claims: &BTreeMap<ServicePortName, FrontendKind>,
-    previous: Option<&ServicePortName>,
-) -> Option<ServicePortName> {
-    let rank = |(name, kind): (&ServicePortName, &FrontendKind)| {
-        (*kind != FrontendKind::ClusterIp, Some(name) != previous, name.clone())
-    };
-    claims.iter().min_by_key(|c| rank(*c)).map(|(name, _)| name.clone())
-}
-
-fn add_claims(port: &ServicePort, applied: &mut FamilyApplied) {
-    let mut keys = Vec::with_capacity(port.frontends.len());
-    for f in &port.frontends {
-        let key = frontend_key(port, f);
-        applied.claims.entry(key).or_default().insert(port.name.clone(), f.kind);
-        keys.push(key);
-    }
-    applied.claimed.insert(port.name.clone(), keys);
-}
-
 /// Ownership from scratch (keeping previous owners where the rules allow),
 /// then every port's objects, each handed to `each` once counted.
 fn full_state(
@@ -282,14 +249,9 @@ fn full_state(
     let ports = &state.family(family).service_ports;
     let mut applied = FamilyApplied::default();
     for port in ports.values() {
-        add_claims(port, &mut applied);
+        applied.claims.add(port);
     }
-    for (key, claims) in &applied.claims {
-        let previous_owner = previous.and_then(|p| p.owners.get(key));
-        if let Some(owner) = choose_owner(claims, previous_owner) {
-            applied.owners.insert(*key, owner);
-        }
-    }
+    applied.claims.settle_all(previous.map(|p| &p.claims));
     for port in ports.values() {
         let (entry, objects) = objects_for(port, &applied, node_ips);
         skips.extend(objects.skips.iter().cloned());
@@ -313,7 +275,7 @@ fn objects_for(port: &Arc<ServicePort>, applied: &FamilyApplied, node_ips: &[IpA
     let mut owned = Vec::new();
     let mut conflicts = Vec::new();
     for f in &port.frontends {
-        match applied.owners.get(&frontend_key(port, f)) {
+        match applied.claims.owner(&frontend_key(port, f)) {
             Some(owner) if *owner != port.name => {
                 conflicts.push(format!(
                     "{}: frontend {} is already served by {owner}; not served",
@@ -456,30 +418,28 @@ fn plan_partial(
     // Replace the changed ports' claims; every frontend they claimed before
     // or claim now may change hands, and a port that gains or loses one is
     // rebuilt too.
-    let mut affected = BTreeSet::new();
+    let mut affected: BTreeMap<FrontendKey, Option<ServicePortName>> = BTreeMap::new();
+    let mut changed = Vec::new();
     for name in &todo {
-        for key in applied.claimed.remove(name).unwrap_or_default() {
-            if let Some(claims) = applied.claims.get_mut(&key) {
-                claims.remove(name);
+        let old = applied.ports.get(name).map(|p| Arc::clone(&p.port));
+        for port in old.iter().chain(ports.get(name)) {
+            for f in &port.frontends {
+                let key = frontend_key(port, f);
+                affected.entry(key).or_insert_with(|| applied.claims.owner(&key).cloned());
             }
-            affected.insert(key);
         }
-        if let Some(port) = ports.get(name) {
-            add_claims(port, &mut applied);
-            affected.extend(port.frontends.iter().map(|f| frontend_key(port, f)));
+        changed.push((old, ports.get(name)));
+    }
+    for (old, new) in changed {
+        if let Some(old) = old {
+            applied.claims.remove(&old);
+        }
+        if let Some(new) = new {
+            applied.claims.add(new);
         }
     }
-    for key in &affected {
-        let claims = applied.claims.get(key).cloned().unwrap_or_default();
-        let before = applied.owners.get(key).cloned();
-        let after = choose_owner(&claims, before.as_ref());
-        match &after {
-            Some(owner) => applied.owners.insert(*key, owner.clone()),
-            None => applied.owners.remove(key),
-        };
-        if claims.is_empty() {
-            applied.claims.remove(key);
-        }
+    for (key, before) in affected {
+        let after = applied.claims.settle(key, before.as_ref());
         if before != after {
             todo.extend(before.into_iter().chain(after).filter(|n| ports.contains_key(n)));
         }

@@ -18,7 +18,7 @@ use crate::claims::{Claims, frontend_key};
 use crate::config::PlanConfig;
 use crate::names::SERVICE_CIDRS;
 use crate::objects::{Chain, Element, SetDef, Table};
-use crate::port::{ElementKey, PortObjects, Shared, port_objects};
+use crate::port::{PortObjects, Shared, SharedElement, port_objects};
 use crate::sink::{Collect, ElementSink};
 
 /// One operation on a family's table.
@@ -91,7 +91,8 @@ pub struct FamilyApplied {
     pub(crate) claims: Claims,
     /// Elements of the ports' own (what [`Applied::element_count`] adds up).
     pub(crate) port_elements: usize,
-    pub(crate) shared_elements: HashMap<ElementKey, usize>,
+    /// Shared elements and how many ports use each.
+    pub(crate) shared_elements: HashMap<SharedElement, u32>,
     pub(crate) shared_objects: BTreeMap<Shared, usize>,
     pub(crate) chains: BTreeSet<String>,
     pub(crate) sets: BTreeMap<String, SetDef>,
@@ -218,8 +219,8 @@ pub fn table(state: &ProxyState, family: IpFamily, config: &PlanConfig) -> Table
     table.chains.extend(ports.chains);
     table.sets.extend(ports.sets);
     table.elements = ports.elements;
-    for (set, key) in applied.shared_elements.keys() {
-        table.add_element(set, Element { key: key.clone(), data: None });
+    for e in applied.shared_elements.keys() {
+        table.add_element(e.set(), Element { key: e.key(), data: None });
     }
     for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
         table.add_element(SERVICE_CIDRS, Element { key, data: None });
@@ -258,7 +259,7 @@ fn full_state(
         applied.ports.insert(port.name.clone(), entry);
         applied.port_elements += objects.elements.len();
         for e in &objects.shared {
-            *applied.shared_elements.entry(e.clone()).or_default() += 1;
+            *applied.shared_elements.entry(*e).or_default() += 1;
         }
         for c in &objects.shared_objects {
             *applied.shared_objects.entry(*c).or_default() += 1;
@@ -338,10 +339,10 @@ fn plan_full(
     table.chains.extend(ports.chains);
     table.sets.extend(ports.sets);
     // Sorted: the counts are a hash map, and plans must not depend on its order.
-    let mut shared: Vec<&ElementKey> = applied.shared_elements.keys().collect();
+    let mut shared: Vec<SharedElement> = applied.shared_elements.keys().copied().collect();
     shared.sort_unstable();
-    for (set, key) in shared {
-        sink.element(family, set, key, None);
+    for e in shared {
+        sink.element(family, e.set(), &e.key(), None);
     }
     for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
         sink.element(family, SERVICE_CIDRS, &key, None);

@@ -213,3 +213,27 @@ pub async fn cleanup() -> Result<(), NftablesError> {
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     result.map_err(|e| refused(&plan, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use kproxy_netlink::nft::KernelError;
+
+    use super::*;
+
+    fn refusal(origin: (usize, usize)) -> ApplyError {
+        ApplyError::Rejected(vec![KernelError { errno: libc::ENOENT, message: None, origin: Some(origin) }])
+    }
+
+    #[test]
+    fn a_refused_element_message_of_a_streamed_plan_is_named_by_its_set() {
+        let ops = vec![Op::AddTable, Op::AddElements { set: "service-ips".into(), elements: Vec::new() }];
+        let plan = Plan { full: true, families: vec![FamilyPlan { family: Some(IpFamily::V6), ops }] };
+        let NftablesError::Refused { op, family, .. } = refused(&plan, refusal((0, 1))) else {
+            panic!("not a refusal")
+        };
+        assert_eq!(op, "add element ip6 kproxy service-ips { the planned elements }");
+        assert_eq!(family, Some(IpFamily::V6));
+        let NftablesError::Refused { op, .. } = refused(&plan, refusal((0, 0))) else { panic!("not a refusal") };
+        assert!(op.starts_with("add table ip6 kproxy"), "{op}");
+    }
+}

@@ -20,5 +20,5 @@ pub use decode::{Attr, DecodeError, Message, parse};
 pub use dump::DumpError;
 pub use encode::{Encoded, Encoder, IntervalSets, encode, encode_table, encode_tables};
 pub use rules::{ListedRule, rules};
-pub use socket::{ApplyError, apply, apply_batch};
+pub use socket::{ApplyError, KernelError, apply, apply_batch};
 pub use stream::{Batch, Streamer, encode_streamed};

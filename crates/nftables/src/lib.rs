@@ -20,6 +20,7 @@ mod diff;
 pub mod masquerade;
 pub mod names;
 mod objects;
+mod partial;
 mod plan;
 mod port;
 pub mod render;

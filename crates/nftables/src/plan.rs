@@ -102,14 +102,14 @@ pub struct FamilyApplied {
 /// A port as programmed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct AppliedPort {
-    port: Arc<ServicePort>,
+    pub(crate) port: Arc<ServicePort>,
     /// The frontends it owns, when not all of its frontends.
     owned: Option<Box<[Frontend]>>,
 }
 
 impl AppliedPort {
     /// Its objects, as they were applied.
-    fn objects(&self, node_ips: &[IpAddr]) -> PortObjects {
+    pub(crate) fn objects(&self, node_ips: &[IpAddr]) -> PortObjects {
         port_objects(&self.port, self.owned.as_deref().unwrap_or(&self.port.frontends), node_ips)
     }
 }
@@ -194,7 +194,7 @@ pub fn plan_streamed(
             IpFamily::V6 => prev_v6.take(),
         };
         let (ops, done) = match (partial, prev) {
-            (true, Some(p)) => plan_partial(state, changes, family, &node_ips, p, &mut skips),
+            (true, Some(p)) => crate::partial::plan_partial(state, changes, family, &node_ips, p, &mut skips),
             (_, prev) => plan_full(state, family, config, &node_ips, prev.as_ref(), &mut skips, sink),
         };
         families.push(FamilyPlan { family: Some(family), ops });
@@ -272,7 +272,11 @@ fn full_state(
 
 /// A port's objects for the frontends it owns (the others are reported),
 /// and what to remember of it.
-fn objects_for(port: &Arc<ServicePort>, applied: &FamilyApplied, node_ips: &[IpAddr]) -> (AppliedPort, PortObjects) {
+pub(crate) fn objects_for(
+    port: &Arc<ServicePort>,
+    applied: &FamilyApplied,
+    node_ips: &[IpAddr],
+) -> (AppliedPort, PortObjects) {
     let mut owned = Vec::new();
     let mut conflicts = Vec::new();
     for f in &port.frontends {
@@ -400,79 +404,4 @@ pub(crate) fn push_rules<'a>(ops: &mut Vec<Op>, chains: impl Iterator<Item = &'a
 fn push_elements(ops: &mut Vec<Op>, sets: &BTreeMap<String, SetDef>) {
     let planned = sets.values().filter(|s| s.dynamic_timeout.is_none());
     ops.extend(planned.map(|s| Op::AddElements { set: s.name.clone(), elements: Vec::new() }));
-}
-
-/// Updates `applied` (the previous sync's) for the ports that changed;
-/// touches nothing else.
-fn plan_partial(
-    state: &ProxyState,
-    changes: &Changes,
-    family: IpFamily,
-    node_ips: &[IpAddr],
-    mut applied: FamilyApplied,
-    skips: &mut Vec<String>,
-) -> (Vec<Op>, FamilyApplied) {
-    let ports = &state.family(family).service_ports;
-    let mut todo: BTreeSet<ServicePortName> =
-        changes.service_ports.iter().filter(|(f, _)| *f == family).map(|(_, name)| name.clone()).collect();
-
-    // Replace the changed ports' claims; every frontend they claimed before
-    // or claim now may change hands, and a port that gains or loses one is
-    // rebuilt too.
-    let mut affected: BTreeMap<FrontendKey, Option<ServicePortName>> = BTreeMap::new();
-    let mut changed = Vec::new();
-    for name in &todo {
-        let old = applied.ports.get(name).map(|p| Arc::clone(&p.port));
-        for port in old.iter().chain(ports.get(name)) {
-            for f in &port.frontends {
-                let key = frontend_key(port, f);
-                affected.entry(key).or_insert_with(|| applied.claims.owner(&key).cloned());
-            }
-        }
-        changed.push((old, ports.get(name)));
-    }
-    for (old, new) in changed {
-        if let Some(old) = old {
-            applied.claims.remove(&old);
-        }
-        if let Some(new) = new {
-            applied.claims.add(new);
-        }
-    }
-    for (key, before) in affected {
-        let after = applied.claims.settle(key, before.as_ref());
-        if before != after {
-            todo.extend(before.into_iter().chain(after).filter(|n| ports.contains_key(n)));
-        }
-    }
-
-    let mut diff = crate::diff::Diff::default();
-    for name in &todo {
-        let old = applied.ports.remove(name).map(|p| p.objects(node_ips)).unwrap_or_default();
-        let (entry, new) = match ports.get(name) {
-            Some(port) => {
-                let (entry, objects) = objects_for(port, &applied, node_ips);
-                (Some(entry), objects)
-            }
-            None => (None, PortObjects::default()),
-        };
-        applied.port_elements = applied.port_elements - old.elements.len() + new.elements.len();
-        skips.extend(new.skips.iter().cloned());
-        diff.port(&old, &new, &mut applied);
-        if let Some(entry) = entry {
-            applied.ports.insert(name.clone(), entry);
-        }
-    }
-    let cidrs = &state.family(family).service_cidrs;
-    if *cidrs != applied.service_cidrs {
-        for key in base::service_cidr_elements(&applied.service_cidrs) {
-            diff.delete.entry(SERVICE_CIDRS.into()).or_default().push(key);
-        }
-        for key in base::service_cidr_elements(cidrs) {
-            diff.add.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
-        }
-        applied.service_cidrs = cidrs.clone();
-    }
-    let ops = diff.ops(&mut applied);
-    (ops, applied)
 }

@@ -227,7 +227,8 @@ fn a_partial_plan_keeps_the_state_a_full_plan_would_keep_while_frontends_change_
         );
         s.slice(slice("default", "late-1", "late").port("http", "TCP", 80).endpoint(Ep::new("10.244.2.98")).build());
     };
-    let steps: [(&str, fn(&mut Scenario)); 4] = [
+    type Step = (&'static str, fn(&mut Scenario));
+    let steps: [Step; 4] = [
         ("thief claims", thief),
         ("late claims too", late),
         ("web leaves", |s| {

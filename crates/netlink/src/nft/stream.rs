@@ -106,7 +106,7 @@ impl Stream {
     }
 
     fn push(&mut self, table: &str, family: IpFamily, set: &str, element: Wire<'_>) {
-        if !self.list.as_ref().is_some_and(|list| self.w.nest_len(list) <= ELEMENTS_BYTES) {
+        if self.list.as_ref().is_none_or(|list| self.w.nest_len(list) > ELEMENTS_BYTES) {
             self.close();
             self.begin(table, family, set);
         }

@@ -1,6 +1,9 @@
 //! The nftables dataplane: plans with `kproxy-nftables`, applies each plan
 //! as one nf_tables transaction over netlink (`kproxy-netlink`), then
-//! deletes stale UDP conntrack entries over ctnetlink.
+//! deletes stale UDP conntrack entries over ctnetlink. A full plan's
+//! elements are encoded as the planner makes them (`plan_streamed` into a
+//! `Streamer`): no list of every element is held, and the batch grows in
+//! chunks, sent whole in one `sendmsg`.
 //!
 //! What was applied is kept in memory; the kernel is never read back. A
 //! failed transaction leaves the kernel as it was (transactions are
@@ -13,7 +16,7 @@ use std::process::Stdio;
 
 use kproxy_model::IpFamily;
 use kproxy_netlink::nft::{self as netlink, ApplyError, IntervalSets};
-use kproxy_nftables::{Applied, FamilyPlan, Op, Plan, PlanConfig, plan, render};
+use kproxy_nftables::{Applied, FamilyPlan, Op, Plan, PlanConfig, names, plan_streamed, render};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -70,15 +73,17 @@ impl Nftables {
 
     async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
         let full = request.kind == SyncKind::Full;
-        let planned = plan(request.state, request.changes, full, &self.config, self.applied.take());
+        let mut streamer = netlink::Streamer::default();
+        let planned =
+            plan_streamed(request.state, request.changes, full, &self.config, self.applied.take(), &mut streamer);
         let (mut messages, mut bytes) = (0, 0);
         if !planned.plan.is_empty() {
             // After a failure the plan starts by deleting the tables, and
             // with them what is known of their sets.
-            let encoded = netlink::encode(&planned.plan, self.seq, &self.interval_sets);
-            self.seq = encoded.next_seq().wrapping_add(1);
-            (messages, bytes) = (encoded.origins.len(), encoded.bytes.len());
-            let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+            let batch = netlink::encode_streamed(&planned.plan, self.seq, &self.interval_sets, streamer);
+            self.seq = batch.next_seq().wrapping_add(1);
+            (messages, bytes) = (batch.origins.len(), batch.len());
+            let result = tokio::task::spawn_blocking(move || netlink::apply_batch(&batch))
                 .await
                 .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
             if let Err(e) = result {
@@ -154,6 +159,16 @@ pub(crate) fn refused(plan: &Plan, error: ApplyError) -> NftablesError {
 
 /// An op as nft syntax, shortened to its first line.
 fn describe(family: IpFamily, op: &Op) -> String {
+    if let Op::AddElements { set, elements } = op
+        && elements.is_empty()
+    {
+        // A full plan's elements went to the batch, not into the op.
+        let word = match family {
+            IpFamily::V4 => "ip",
+            IpFamily::V6 => "ip6",
+        };
+        return format!("add element {word} {} {set} {{ the planned elements }}", names::TABLE);
+    }
     let text = render::op(family, op);
     let first = text.lines().next().unwrap_or_default();
     const MAX: usize = 300;
@@ -197,4 +212,28 @@ pub async fn cleanup() -> Result<(), NftablesError> {
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     result.map_err(|e| refused(&plan, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use kproxy_netlink::nft::KernelError;
+
+    use super::*;
+
+    fn refusal(origin: (usize, usize)) -> ApplyError {
+        ApplyError::Rejected(vec![KernelError { errno: libc::ENOENT, message: None, origin: Some(origin) }])
+    }
+
+    #[test]
+    fn a_refused_element_message_of_a_streamed_plan_is_named_by_its_set() {
+        let ops = vec![Op::AddTable, Op::AddElements { set: "service-ips".into(), elements: Vec::new() }];
+        let plan = Plan { full: true, families: vec![FamilyPlan { family: Some(IpFamily::V6), ops }] };
+        let NftablesError::Refused { op, family, .. } = refused(&plan, refusal((0, 1))) else {
+            panic!("not a refusal")
+        };
+        assert_eq!(op, "add element ip6 kproxy service-ips { the planned elements }");
+        assert_eq!(family, Some(IpFamily::V6));
+        let NftablesError::Refused { op, .. } = refused(&plan, refusal((0, 0))) else { panic!("not a refusal") };
+        assert!(op.starts_with("add table ip6 kproxy"), "{op}");
+    }
 }

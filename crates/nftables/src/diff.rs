@@ -38,18 +38,18 @@ impl Diff {
             }
         }
         for e in old.shared.difference(&new.shared) {
-            let count = applied.shared_elements.entry(e.clone()).or_default();
+            let count = applied.shared_elements.entry(*e).or_default();
             *count = count.saturating_sub(1);
             if *count == 0 {
                 applied.shared_elements.remove(e);
-                self.delete.entry(e.0.clone()).or_default().push(e.1.clone());
+                self.delete.entry(e.set().to_owned()).or_default().push(e.key());
             }
         }
         for e in new.shared.difference(&old.shared) {
-            let count = applied.shared_elements.entry(e.clone()).or_default();
+            let count = applied.shared_elements.entry(*e).or_default();
             *count += 1;
             if *count == 1 {
-                self.add.entry(e.0.clone()).or_default().push(Element { key: e.1.clone(), data: None });
+                self.add.entry(e.set().to_owned()).or_default().push(Element { key: e.key(), data: None });
             }
         }
         for c in old.shared_objects.difference(&new.shared_objects) {

@@ -8,23 +8,28 @@
 //! elements. Only session affinity and round robin get per-service chains.
 //!
 //! [`plan`] turns a [`kproxy_model::ProxyState`] into [`Op`]s for one
-//! transaction; [`render`] prints them (or a whole [`Table`]) in `nft -f`
+//! transaction ([`plan_streamed`] hands a full plan's elements to an
+//! [`ElementSink`] as they are made instead); [`render`] prints them (or a whole [`Table`]) in `nft -f`
 //! syntax; [`trace`] walks a [`Table`] for one packet.
 
 pub mod ast;
 mod base;
+mod claims;
 mod config;
 mod diff;
 pub mod masquerade;
 pub mod names;
 mod objects;
+mod partial;
 mod plan;
 mod port;
 pub mod render;
+mod sink;
 pub mod trace;
 
 pub use base::from_pods;
 pub use config::{LocalDetector, PlanConfig};
 pub use objects::{BaseChain, Chain, ChainType, Element, Hook, SetData, SetDef, Table};
-pub use plan::{Applied, FamilyPlan, Op, Plan, Planned, plan, table};
+pub use plan::{Applied, FamilyPlan, Op, Plan, Planned, plan, plan_streamed, table};
 pub use port::{MAX_WEIGHTED_SLOTS, SCHEDULERS, support};
+pub use sink::{Collect, ElementSink};

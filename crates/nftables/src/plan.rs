@@ -10,16 +10,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use kproxy_model::{
-    Changes, Frontend, FrontendKind, IpFamily, IpNet, Protocol, ProxyState, ServicePort, ServicePortName,
-};
+use kproxy_model::{Changes, Frontend, IpFamily, IpNet, Protocol, ProxyState, ServicePort, ServicePortName};
 
 use crate::ast::{Atom, Rule};
 use crate::base;
+use crate::claims::{Claims, frontend_key};
 use crate::config::PlanConfig;
 use crate::names::SERVICE_CIDRS;
 use crate::objects::{Chain, Element, SetDef, Table};
-use crate::port::{ElementKey, PortObjects, Shared, port_objects};
+use crate::port::{PortObjects, Shared, SharedElement, port_objects};
+use crate::sink::{Collect, ElementSink};
 
 /// One operation on a family's table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,10 +79,6 @@ impl Plan {
 /// A frontend as the kernel keys it.
 pub type FrontendKey = (IpAddr, Protocol, u16);
 
-fn frontend_key(port: &ServicePort, f: &Frontend) -> FrontendKey {
-    (f.ip, port.name.protocol, f.port)
-}
-
 /// What the last successful sync applied to one family's table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FamilyApplied {
@@ -90,15 +86,13 @@ pub struct FamilyApplied {
     /// recomputed from these when it changes (keeping every element of
     /// every port would cost more memory than the state itself).
     pub(crate) ports: HashMap<ServicePortName, AppliedPort>,
-    /// Every port claiming each frontend, with the kind it claims it as.
-    pub(crate) claims: HashMap<FrontendKey, BTreeMap<ServicePortName, FrontendKind>>,
-    /// The frontends each port claims (the other way round).
-    pub(crate) claimed: HashMap<ServicePortName, Vec<FrontendKey>>,
+    /// Every port claiming each frontend (a port's claims are its
+    /// frontends in `ports`), and who serves it.
+    pub(crate) claims: Claims,
     /// Elements of the ports' own (what [`Applied::element_count`] adds up).
     pub(crate) port_elements: usize,
-    /// Which claimant serves each frontend (see [`choose_owner`]).
-    pub(crate) owners: HashMap<FrontendKey, ServicePortName>,
-    pub(crate) shared_elements: HashMap<ElementKey, usize>,
+    /// Shared elements and how many ports use each.
+    pub(crate) shared_elements: HashMap<SharedElement, u32>,
     pub(crate) shared_objects: BTreeMap<Shared, usize>,
     pub(crate) chains: BTreeSet<String>,
     pub(crate) sets: BTreeMap<String, SetDef>,
@@ -108,14 +102,14 @@ pub struct FamilyApplied {
 /// A port as programmed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct AppliedPort {
-    port: Arc<ServicePort>,
+    pub(crate) port: Arc<ServicePort>,
     /// The frontends it owns, when not all of its frontends.
     owned: Option<Box<[Frontend]>>,
 }
 
 impl AppliedPort {
     /// Its objects, as they were applied.
-    fn objects(&self, node_ips: &[IpAddr]) -> PortObjects {
+    pub(crate) fn objects(&self, node_ips: &[IpAddr]) -> PortObjects {
         port_objects(&self.port, self.owned.as_deref().unwrap_or(&self.port.frontends), node_ips)
     }
 }
@@ -165,6 +159,24 @@ pub fn plan(
     config: &PlanConfig,
     previous: Option<Applied>,
 ) -> Planned {
+    let mut collect = Collect::default();
+    let mut planned = plan_streamed(state, changes, full, config, previous, &mut collect);
+    collect.fill(&mut planned.plan);
+    planned
+}
+
+/// [`plan`], with a full plan's elements handed to `sink` as they are
+/// made: the plan's ops then hold one empty `AddElements` op per set that
+/// may have elements, where the sink's elements for it belong. A partial
+/// plan's elements are in its ops, and the sink gets none.
+pub fn plan_streamed(
+    state: &ProxyState,
+    changes: &Changes,
+    full: bool,
+    config: &PlanConfig,
+    previous: Option<Applied>,
+    sink: &mut dyn ElementSink,
+) -> Planned {
     let config = &config.resolved(&state.node);
     let node_ips = state.node.node_port_addresses.clone();
     let partial = !full && previous.as_ref().is_some_and(|p| p.config == *config && p.node_ips == node_ips);
@@ -182,8 +194,8 @@ pub fn plan(
             IpFamily::V6 => prev_v6.take(),
         };
         let (ops, done) = match (partial, prev) {
-            (true, Some(p)) => plan_partial(state, changes, family, &node_ips, p, &mut skips),
-            (_, prev) => plan_full(state, family, config, &node_ips, prev.as_ref(), &mut skips),
+            (true, Some(p)) => crate::partial::plan_partial(state, changes, family, &node_ips, p, &mut skips),
+            (_, prev) => plan_full(state, family, config, &node_ips, prev.as_ref(), &mut skips, sink),
         };
         families.push(FamilyPlan { family: Some(family), ops });
         match family {
@@ -207,8 +219,8 @@ pub fn table(state: &ProxyState, family: IpFamily, config: &PlanConfig) -> Table
     table.chains.extend(ports.chains);
     table.sets.extend(ports.sets);
     table.elements = ports.elements;
-    for (set, key) in applied.shared_elements.keys() {
-        table.add_element(set, Element { key: key.clone(), data: None });
+    for e in applied.shared_elements.keys() {
+        table.add_element(e.set(), Element { key: e.key(), data: None });
     }
     for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
         table.add_element(SERVICE_CIDRS, Element { key, data: None });
@@ -225,31 +237,6 @@ fn add_port(table: &mut Table, objects: PortObjects) {
     }
 }
 
-/// Who serves a frontend several ports claim. A cluster IP beats any other
-/// kind of claim: the API server allocates cluster IPs and never twice,
-/// while anyone may write an external IP (CVE-2020-8554). Then the previous
-/// owner keeps it, so a newcomer never takes over a running service; then
-/// the first in name order.
-fn choose_owner(
-    claims: &BTreeMap<ServicePortName, FrontendKind>,
-    previous: Option<&ServicePortName>,
-) -> Option<ServicePortName> {
-    let rank = |(name, kind): (&ServicePortName, &FrontendKind)| {
-        (*kind != FrontendKind::ClusterIp, Some(name) != previous, name.clone())
-    };
-    claims.iter().min_by_key(|c| rank(*c)).map(|(name, _)| name.clone())
-}
-
-fn add_claims(port: &ServicePort, applied: &mut FamilyApplied) {
-    let mut keys = Vec::with_capacity(port.frontends.len());
-    for f in &port.frontends {
-        let key = frontend_key(port, f);
-        applied.claims.entry(key).or_default().insert(port.name.clone(), f.kind);
-        keys.push(key);
-    }
-    applied.claimed.insert(port.name.clone(), keys);
-}
-
 /// Ownership from scratch (keeping previous owners where the rules allow),
 /// then every port's objects, each handed to `each` once counted.
 fn full_state(
@@ -263,21 +250,16 @@ fn full_state(
     let ports = &state.family(family).service_ports;
     let mut applied = FamilyApplied::default();
     for port in ports.values() {
-        add_claims(port, &mut applied);
+        applied.claims.add(port);
     }
-    for (key, claims) in &applied.claims {
-        let previous_owner = previous.and_then(|p| p.owners.get(key));
-        if let Some(owner) = choose_owner(claims, previous_owner) {
-            applied.owners.insert(*key, owner);
-        }
-    }
+    applied.claims.settle_all(previous.map(|p| &p.claims));
     for port in ports.values() {
         let (entry, objects) = objects_for(port, &applied, node_ips);
         skips.extend(objects.skips.iter().cloned());
         applied.ports.insert(port.name.clone(), entry);
         applied.port_elements += objects.elements.len();
         for e in &objects.shared {
-            *applied.shared_elements.entry(e.clone()).or_default() += 1;
+            *applied.shared_elements.entry(*e).or_default() += 1;
         }
         for c in &objects.shared_objects {
             *applied.shared_objects.entry(*c).or_default() += 1;
@@ -290,11 +272,15 @@ fn full_state(
 
 /// A port's objects for the frontends it owns (the others are reported),
 /// and what to remember of it.
-fn objects_for(port: &Arc<ServicePort>, applied: &FamilyApplied, node_ips: &[IpAddr]) -> (AppliedPort, PortObjects) {
+pub(crate) fn objects_for(
+    port: &Arc<ServicePort>,
+    applied: &FamilyApplied,
+    node_ips: &[IpAddr],
+) -> (AppliedPort, PortObjects) {
     let mut owned = Vec::new();
     let mut conflicts = Vec::new();
     for f in &port.frontends {
-        match applied.owners.get(&frontend_key(port, f)) {
+        match applied.claims.owner(&frontend_key(port, f)) {
             Some(owner) if *owner != port.name => {
                 conflicts.push(format!(
                     "{}: frontend {} is already served by {owner}; not served",
@@ -337,33 +323,35 @@ fn plan_full(
     node_ips: &[IpAddr],
     previous: Option<&FamilyApplied>,
     skips: &mut Vec<String>,
+    sink: &mut dyn ElementSink,
 ) -> (Vec<Op>, FamilyApplied) {
     // The ports' chains and sets join the table; their elements go
-    // straight into per-set lists (moved, never copied).
+    // straight to the sink (no list of every element is kept).
+    for set in base::sets() {
+        sink.declare(family, &set);
+    }
     let mut ports = Table::default();
-    let mut elements: BTreeMap<String, Vec<Element>> = BTreeMap::new();
     let mut applied = full_state(state, family, node_ips, previous, skips, |objects| {
         let PortObjects { elements: own, chains, sets, .. } = objects;
         ports.chains.extend(chains);
         ports.sets.extend(sets);
-        for ((set, key), data) in own {
-            elements.entry(set).or_default().push(Element { key, data });
+        for ((set, key), data) in &own {
+            sink.element(family, set, key, data.as_ref());
         }
     });
     let mut table = assemble(family, config, &applied);
     table.chains.extend(ports.chains);
     table.sets.extend(ports.sets);
     // Sorted: the counts are a hash map, and plans must not depend on its order.
-    let mut shared: Vec<&ElementKey> = applied.shared_elements.keys().collect();
+    let mut shared: Vec<SharedElement> = applied.shared_elements.keys().copied().collect();
     shared.sort_unstable();
-    for (set, key) in shared {
-        elements.entry(set.clone()).or_default().push(Element { key: key.clone(), data: None });
+    for e in shared {
+        sink.element(family, e.set(), &e.key(), None);
     }
     for key in base::service_cidr_elements(&state.family(family).service_cidrs) {
-        elements.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
+        sink.element(family, SERVICE_CIDRS, &key, None);
     }
     applied.chains = table.chains.keys().cloned().collect();
-    applied.sets = table.sets.clone();
     let mut ops = Vec::new();
     match previous {
         // Nothing known about the kernel: replace the table, atomically.
@@ -372,7 +360,7 @@ fn plan_full(
             ops.extend(table.sets.values().cloned().map(Op::AddSet));
             ops.extend(table.chains.values().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
             push_rules(&mut ops, table.chains.values());
-            push_elements(&mut ops, elements);
+            push_elements(&mut ops, &table.sets);
         }
         // Re-assert in place, keeping what the packet path learned (the
         // clients pinned by session affinity).
@@ -395,12 +383,13 @@ fn plan_full(
             let new_chains = table.chains.values().filter(|c| !previous.chains.contains(&c.name));
             ops.extend(new_chains.map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
             push_rules(&mut ops, table.chains.values());
-            push_elements(&mut ops, elements);
+            push_elements(&mut ops, &table.sets);
             ops.extend(removed_chains.into_iter().map(|c| Op::DeleteChain(c.clone())));
             let removed_sets = previous.sets.values().filter(|s| !table.sets.contains_key(&s.name));
             ops.extend(removed_sets.cloned().map(Op::DeleteSet));
         }
     }
+    applied.sets = table.sets;
     (ops, applied)
 }
 
@@ -410,83 +399,9 @@ pub(crate) fn push_rules<'a>(ops: &mut Vec<Op>, chains: impl Iterator<Item = &'a
     }
 }
 
-fn push_elements(ops: &mut Vec<Op>, elements: BTreeMap<String, Vec<Element>>) {
-    ops.extend(elements.into_iter().map(|(set, elements)| Op::AddElements { set, elements }));
-}
-
-/// Updates `applied` (the previous sync's) for the ports that changed;
-/// touches nothing else.
-fn plan_partial(
-    state: &ProxyState,
-    changes: &Changes,
-    family: IpFamily,
-    node_ips: &[IpAddr],
-    mut applied: FamilyApplied,
-    skips: &mut Vec<String>,
-) -> (Vec<Op>, FamilyApplied) {
-    let ports = &state.family(family).service_ports;
-    let mut todo: BTreeSet<ServicePortName> =
-        changes.service_ports.iter().filter(|(f, _)| *f == family).map(|(_, name)| name.clone()).collect();
-
-    // Replace the changed ports' claims; every frontend they claimed before
-    // or claim now may change hands, and a port that gains or loses one is
-    // rebuilt too.
-    let mut affected = BTreeSet::new();
-    for name in &todo {
-        for key in applied.claimed.remove(name).unwrap_or_default() {
-            if let Some(claims) = applied.claims.get_mut(&key) {
-                claims.remove(name);
-            }
-            affected.insert(key);
-        }
-        if let Some(port) = ports.get(name) {
-            add_claims(port, &mut applied);
-            affected.extend(port.frontends.iter().map(|f| frontend_key(port, f)));
-        }
-    }
-    for key in &affected {
-        let claims = applied.claims.get(key).cloned().unwrap_or_default();
-        let before = applied.owners.get(key).cloned();
-        let after = choose_owner(&claims, before.as_ref());
-        match &after {
-            Some(owner) => applied.owners.insert(*key, owner.clone()),
-            None => applied.owners.remove(key),
-        };
-        if claims.is_empty() {
-            applied.claims.remove(key);
-        }
-        if before != after {
-            todo.extend(before.into_iter().chain(after).filter(|n| ports.contains_key(n)));
-        }
-    }
-
-    let mut diff = crate::diff::Diff::default();
-    for name in &todo {
-        let old = applied.ports.remove(name).map(|p| p.objects(node_ips)).unwrap_or_default();
-        let (entry, new) = match ports.get(name) {
-            Some(port) => {
-                let (entry, objects) = objects_for(port, &applied, node_ips);
-                (Some(entry), objects)
-            }
-            None => (None, PortObjects::default()),
-        };
-        applied.port_elements = applied.port_elements - old.elements.len() + new.elements.len();
-        skips.extend(new.skips.iter().cloned());
-        diff.port(&old, &new, &mut applied);
-        if let Some(entry) = entry {
-            applied.ports.insert(name.clone(), entry);
-        }
-    }
-    let cidrs = &state.family(family).service_cidrs;
-    if *cidrs != applied.service_cidrs {
-        for key in base::service_cidr_elements(&applied.service_cidrs) {
-            diff.delete.entry(SERVICE_CIDRS.into()).or_default().push(key);
-        }
-        for key in base::service_cidr_elements(cidrs) {
-            diff.add.entry(SERVICE_CIDRS.into()).or_default().push(Element { key, data: None });
-        }
-        applied.service_cidrs = cidrs.clone();
-    }
-    let ops = diff.ops(&mut applied);
-    (ops, applied)
+/// Where each set's elements go: an empty `AddElements` per set the plan
+/// fills (not the sets the packet path fills), in name order.
+fn push_elements(ops: &mut Vec<Op>, sets: &BTreeMap<String, SetDef>) {
+    let planned = sets.values().filter(|s| s.dynamic_timeout.is_none());
+    ops.extend(planned.map(|s| Op::AddElements { set: s.name.clone(), elements: Vec::new() }));
 }

@@ -63,13 +63,39 @@ impl Shared {
 /// A key of an element: the set and the element's key.
 pub type ElementKey = (String, Vec<Atom>);
 
+/// A set element several ports may need, counted by its users. Ordered as
+/// its set and key are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SharedElement {
+    /// A cluster IP, in `cluster-ips`.
+    ClusterIp(IpAddr),
+    /// A local endpoint's address and itself, in `hairpin`.
+    Hairpin(IpAddr),
+}
+
+impl SharedElement {
+    pub fn set(self) -> &'static str {
+        match self {
+            SharedElement::ClusterIp(_) => CLUSTER_IPS,
+            SharedElement::Hairpin(_) => HAIRPIN,
+        }
+    }
+
+    pub fn key(self) -> Vec<Atom> {
+        match self {
+            SharedElement::ClusterIp(ip) => vec![Atom::Addr(ip)],
+            SharedElement::Hairpin(ip) => vec![Atom::Addr(ip), Atom::Addr(ip)],
+        }
+    }
+}
+
 /// What one service port contributes to its family's table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PortObjects {
     /// Elements only this port puts in, with their data.
     pub elements: BTreeMap<ElementKey, Option<Data>>,
     /// Set elements several ports may need (a cluster IP, a hairpin pair).
-    pub shared: BTreeSet<ElementKey>,
+    pub shared: BTreeSet<SharedElement>,
     /// Chains only this port uses.
     pub chains: BTreeMap<String, Chain>,
     /// Sets only this port uses.
@@ -192,7 +218,7 @@ impl Builder<'_> {
             (true, TrafficPolicy::Local) => (EXTERNAL_LOCAL, List::Local, Some(List::Cluster)),
         };
         if f.kind == FrontendKind::ClusterIp {
-            out.shared.insert((CLUSTER_IPS.into(), vec![Atom::Addr(f.ip)]));
+            out.shared.insert(SharedElement::ClusterIp(f.ip));
         }
         if f.kind == FrontendKind::LoadBalancerIp
             && let Some(ranges) = &port.load_balancer_source_ranges
@@ -230,7 +256,7 @@ impl Builder<'_> {
         }
         let used = [Some(primary), short].into_iter().flatten().flat_map(|list| self.endpoints(list));
         for e in used.filter(|e| e.local) {
-            out.shared.insert((HAIRPIN.into(), vec![Atom::Addr(e.ip), Atom::Addr(e.ip)]));
+            out.shared.insert(SharedElement::Hairpin(e.ip));
         }
     }
 

@@ -206,3 +206,59 @@ fn every_field_change_of_a_live_service_is_a_clean_partial_plan() {
         assert!(!planned.plan.full || k.applied.is_some(), "{what}");
     }
 }
+
+#[test]
+fn a_partial_plan_keeps_the_state_a_full_plan_would_keep_while_frontends_change_hands() {
+    // Two ports claiming web's cluster IP as an external IP, arriving and
+    // leaving one by one: after each partial sync, what the planner keeps
+    // (claims, owners, elements) is what a full plan over the same
+    // previous state keeps, and the tables are the full desired ones.
+    let mut s = scenario();
+    let mut k = Kernel::new();
+    web(&mut s);
+    k.sync(&mut s, false);
+    let late = |s: &mut Scenario| {
+        s.service(
+            service("default", "late")
+                .cluster_ip("10.96.0.91")
+                .external_ips(&["10.96.0.10"])
+                .port("http", "TCP", 80)
+                .build(),
+        );
+        s.slice(slice("default", "late-1", "late").port("http", "TCP", 80).endpoint(Ep::new("10.244.2.98")).build());
+    };
+    type Step = (&'static str, fn(&mut Scenario));
+    let steps: [Step; 4] = [
+        ("thief claims", thief),
+        ("late claims too", late),
+        ("web leaves", |s| {
+            s.delete(kproxy_state::Kind::Service, "default", "web");
+        }),
+        ("web is back", web),
+    ];
+    let mut owners = Vec::new();
+    for (step, change) in steps {
+        let previous = k.applied.clone();
+        change(&mut s);
+        let planned = k.sync(&mut s, false);
+        assert!(!planned.plan.full, "{step}: partial");
+        let from_scratch = plan(s.state(), &Changes::default(), true, &config(), previous);
+        assert_eq!(planned.applied, from_scratch.applied, "{step}: kept state");
+        let key = [
+            kproxy_nftables::ast::Atom::Addr("10.96.0.10".parse().unwrap()),
+            kproxy_nftables::ast::Atom::Proto(Protocol::Tcp),
+            kproxy_nftables::ast::Atom::Port(80),
+        ];
+        owners.push(format!("{:?}", k.tables[0].lookup("service-ips", &key).map(|d| d.is_some())));
+        owners.push(planned.skips.join("; "));
+    }
+    // The cluster IP wins against each newcomer; without it, the first
+    // claimant by name (late) takes over; back, the cluster IP wins again.
+    let served_by = |who: &str, by: &str| {
+        format!("default/{who}:http/TCP: frontend 10.96.0.10:80 is already served by default/{by}:http/TCP; not served")
+    };
+    assert_eq!(owners[1], served_by("thief", "web"));
+    assert_eq!(owners[3], served_by("late", "web"));
+    assert_eq!(owners[5], "", "late takes over without a complaint");
+    assert_eq!(owners[7], served_by("late", "web"));
+}

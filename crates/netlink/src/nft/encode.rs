@@ -141,7 +141,16 @@ pub struct Encoder {
 
 impl Encoder {
     pub fn new(seq: u32, interval_sets: IntervalSets) -> Self {
-        let mut w = Writer::with_seq(seq);
+        Self::with_writer(Writer::with_seq(seq), interval_sets)
+    }
+
+    /// An encoder whose batch is kept in chunks ([`Writer::chunked`]):
+    /// finished with [`Encoder::finish_batch`].
+    pub fn chunked(seq: u32, interval_sets: IntervalSets) -> Self {
+        Self::with_writer(Writer::chunked(seq), interval_sets)
+    }
+
+    fn with_writer(mut w: Writer, interval_sets: IntervalSets) -> Self {
         let first_seq = w.begin(MSG_BATCH_BEGIN, NLM_F_REQUEST, 0, SUBSYS_NFTABLES);
         w.end();
         Self {
@@ -157,10 +166,25 @@ impl Encoder {
     }
 
     pub fn finish(mut self) -> Encoded {
+        self.end_batch();
+        Encoded { bytes: self.w.into_bytes(), first_seq: self.first_seq, origins: self.origins }
+    }
+
+    /// Ends the batch, keeping its chunks.
+    pub fn finish_batch(mut self) -> super::stream::Batch {
+        self.end_batch();
+        super::stream::Batch { chunks: self.w.into_chunks(), first_seq: self.first_seq, origins: self.origins }
+    }
+
+    fn end_batch(&mut self) {
         self.w.begin(MSG_BATCH_END, NLM_F_REQUEST, 0, SUBSYS_NFTABLES);
         self.w.end();
         self.origins.push(None);
-        Encoded { bytes: self.w.into_bytes(), first_seq: self.first_seq, origins: self.origins }
+    }
+
+    /// Records `n` messages appended whole from elsewhere, from `origin`.
+    pub(crate) fn appended(&mut self, n: usize, origin: Option<(usize, usize)>) {
+        self.origins.extend(std::iter::repeat_n(origin, n));
     }
 
     /// Starts an nf_tables message of `kind` for the table of `family`.
@@ -358,7 +382,7 @@ impl Encoder {
 
     /// Writes elements, starting a new message whenever the list grows
     /// past what one attribute holds.
-    fn elements(&mut self, family: IpFamily, set: &str, add: bool, elements: &[Wire<'_>]) {
+    pub(crate) fn elements(&mut self, family: IpFamily, set: &str, add: bool, elements: &[Wire<'_>]) {
         if elements.is_empty() {
             return;
         }
@@ -400,7 +424,7 @@ impl Encoder {
 
     /// How a set's elements are ranges: in an interval set of one field, a
     /// start and an end element; of a concatenation, a key and an end key.
-    fn interval_kind(&self, family: IpFamily, set: &str, key: Option<&[Atom]>) -> Interval {
+    pub(crate) fn interval_kind(&self, family: IpFamily, set: &str, key: Option<&[Atom]>) -> Interval {
         match key {
             _ if !self.interval_sets.contains(family, set) => Interval::No,
             Some([_]) => Interval::Rbtree,
@@ -409,7 +433,8 @@ impl Encoder {
     }
 }
 
-enum Interval {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Interval {
     No,
     /// One field: intervals are a start element and an end element.
     Rbtree,

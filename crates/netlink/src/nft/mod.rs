@@ -11,6 +11,7 @@ pub mod encode;
 mod expr;
 mod rules;
 mod socket;
+mod stream;
 pub mod types;
 pub mod wire;
 
@@ -19,4 +20,5 @@ pub use decode::{Attr, DecodeError, Message, parse};
 pub use dump::DumpError;
 pub use encode::{Encoded, Encoder, IntervalSets, encode, encode_table, encode_tables};
 pub use rules::{ListedRule, rules};
-pub use socket::{ApplyError, apply};
+pub use socket::{ApplyError, KernelError, apply, apply_batch};
+pub use stream::{Batch, Streamer, encode_streamed};

@@ -60,14 +60,31 @@ pub const fn align(n: usize) -> usize {
 /// Builds netlink messages into one buffer: a batch, sent with one
 /// `sendmsg`. Attribute nests are closed in order; lengths are patched
 /// when a nest or message ends.
+///
+/// A [`Writer::chunked`] writer keeps its messages in chunks of about
+/// [`CHUNK`] bytes instead (a new chunk starts with the first message past
+/// it; a message never spans two): a large batch then never reallocates
+/// and copies a growing buffer, and goes to the kernel as the chunks
+/// themselves, gathered by one `sendmsg`.
 #[derive(Debug, Default)]
 pub struct Writer {
     buf: Vec<u8>,
+    /// Full chunks, in order, before `buf` (chunked writers only).
+    done: Vec<Vec<u8>>,
+    done_len: usize,
+    chunked: bool,
     message: usize,
     seq: u32,
 }
 
+/// Bytes of messages per chunk of a [`Writer::chunked`] writer.
+pub const CHUNK: usize = 1 << 20;
+/// Room past [`CHUNK`] a chunk is allocated with: the largest message
+/// (element lists stop at 48 KiB; attribute lengths are 16-bit).
+const CHUNK_SLACK: usize = 128 << 10;
+
 /// An open attribute nest: where its header is.
+#[derive(Debug)]
 #[must_use = "a nest must be closed with Writer::end_nest"]
 pub struct Nest(usize);
 
@@ -81,17 +98,69 @@ impl Writer {
         Self { seq, ..Self::default() }
     }
 
+    /// Numbers messages from `seq`, in chunks of about [`CHUNK`] bytes.
+    pub fn chunked(seq: u32) -> Self {
+        Self { seq, chunked: true, ..Self::default() }
+    }
+
     /// The sequence number the next message gets.
     pub fn next_seq(&self) -> u32 {
         self.seq
     }
 
+    /// Counts `n` messages written elsewhere and appended whole.
+    pub fn skip_seq(&mut self, n: u32) {
+        self.seq = self.seq.wrapping_add(n);
+    }
+
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.done_len + self.buf.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len() == 0
+    }
+
+    /// Closes the current chunk when it is full; only between messages.
+    fn rotate(&mut self) {
+        if self.chunked && self.buf.len() >= CHUNK {
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK + CHUNK_SLACK));
+            self.done_len += full.len();
+            self.done.push(full);
+        }
+    }
+
+    /// Appends whole messages written by another writer, after the last
+    /// closed one: a large chunk is kept as it is, a small one copied into
+    /// the current chunk (so the chunks stay few: `sendmsg` takes at most
+    /// 1024).
+    pub fn append(&mut self, chunk: Vec<u8>) {
+        debug_assert!(self.chunked, "only chunked writers take chunks");
+        if chunk.len() >= CHUNK / 2 {
+            if !self.buf.is_empty() {
+                let current = std::mem::take(&mut self.buf);
+                self.done_len += current.len();
+                self.done.push(current);
+            }
+            self.done_len += chunk.len();
+            self.done.push(chunk);
+        } else {
+            if !self.buf.is_empty() && self.buf.len() + chunk.len() > CHUNK {
+                let current = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK + CHUNK_SLACK));
+                self.done_len += current.len();
+                self.done.push(current);
+            }
+            self.buf.extend_from_slice(&chunk);
+        }
+        self.message = self.buf.len();
+    }
+
+    /// The chunks, in order (one for a writer that is not chunked).
+    pub fn into_chunks(mut self) -> Vec<Vec<u8>> {
+        if !self.buf.is_empty() || self.done.is_empty() {
+            self.done.push(self.buf);
+        }
+        self.done
     }
 
     /// Bytes of the message being built so far.
@@ -103,6 +172,7 @@ impl Writer {
     /// `nfgenmsg` header; returns its sequence number.
     pub fn begin(&mut self, kind: u16, flags: u16, family: u8, res_id: u16) -> u32 {
         debug_assert_eq!(self.buf.len() % 4, 0);
+        self.rotate();
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         self.message = self.buf.len();
@@ -190,11 +260,21 @@ impl Writer {
         self.buf.resize(padded, 0);
     }
 
+    /// All messages in one buffer.
     pub fn into_bytes(self) -> Vec<u8> {
-        self.buf
+        if self.done.is_empty() {
+            return self.buf;
+        }
+        let mut all = Vec::with_capacity(self.len());
+        for chunk in self.done.iter().chain([&self.buf]) {
+            all.extend_from_slice(chunk);
+        }
+        all
     }
 
+    /// The messages of a writer that is not chunked (or has one chunk).
     pub fn as_bytes(&self) -> &[u8] {
+        assert!(self.done.is_empty(), "a chunked writer's bytes are in several chunks");
         &self.buf
     }
 }

@@ -339,6 +339,29 @@ pub fn scenario() -> Scenario {
     s
 }
 
+/// `services` ClusterIP services of ten endpoints each, a third of them
+/// node ports, on top of the cases' scenario (every kind of service).
+pub fn large(services: u32) -> Scenario {
+    let mut s = scenario();
+    for i in 0..services {
+        let name = format!("svc-{i}");
+        let ip = format!("10.97.{}.{}", i / 250, i % 250 + 1);
+        let mut svc = service("bulk", &name).cluster_ip(&ip).port("http", "TCP", 80);
+        if i % 3 == 0 {
+            svc = svc.type_("NodePort").node_port(30000 + (i % 2000) as i32);
+        }
+        s.service(svc.build());
+        let mut sl = slice("bulk", &format!("{name}-1"), &name).port("http", "TCP", 8080);
+        for e in 0..10 {
+            let node = if e % 2 == 0 { "node-a" } else { "node-b" };
+            sl = sl.endpoint(Ep::new(&format!("10.{}.{}.{}", 128 + i / 250, i % 250, e + 1)).node(node));
+        }
+        s.slice(sl.build());
+    }
+    s.sync();
+    s
+}
+
 pub fn config(detector: LocalDetector) -> PlanConfig {
     PlanConfig { local_detector: detector, ..PlanConfig::default() }
 }

@@ -53,6 +53,22 @@ pub(crate) async fn run(
     stdin: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Output, IptablesError> {
+    Ok(run_streamed(program, args, stdin.map(std::iter::once), timeout).await?.0)
+}
+
+/// [`run`], feeding stdin chunk by chunk as `stdin` yields them (each is
+/// dropped once written, so the input is never whole in memory); also
+/// returns the bytes written.
+pub(crate) async fn run_streamed<I, B>(
+    program: &str,
+    args: &[&str],
+    stdin: Option<I>,
+    timeout: Duration,
+) -> Result<(Output, usize), IptablesError>
+where
+    I: Iterator<Item = B> + Send,
+    B: AsRef<[u8]> + Send,
+{
     let command = render(program, args);
     tracing::trace!(command = %command, "running");
     let mut child = Command::new(program)
@@ -69,10 +85,14 @@ pub(crate) async fn run(
     let pipe = child.stdin.take();
     // Write and read at once: a large payload must not wait on a full stderr pipe.
     let write = async move {
-        match (pipe, stdin) {
-            (Some(mut pipe), Some(bytes)) => pipe.write_all(bytes).await,
-            _ => Ok(()),
+        let mut written = 0;
+        if let (Some(mut pipe), Some(chunks)) = (pipe, stdin) {
+            for chunk in chunks {
+                pipe.write_all(chunk.as_ref()).await?;
+                written += chunk.as_ref().len();
+            }
         }
+        Ok::<usize, std::io::Error>(written)
     };
     let finished = tokio::time::timeout(timeout, async { tokio::join!(write, child.wait_with_output()) }).await;
     // On timeout the child was dropped inside the future, which kills it.
@@ -80,17 +100,18 @@ pub(crate) async fn run(
         return Err(IptablesError::Timeout { command, timeout });
     };
     let output = output.map_err(|source| IptablesError::Spawn { tool: program.to_owned(), source })?;
-    if let Err(source) = written
-        && output.status.success()
-    {
-        return Err(IptablesError::Write { command, source });
-    }
-    Ok(Output {
+    let written = match written {
+        Ok(written) => written,
+        Err(source) if output.status.success() => return Err(IptablesError::Write { command, source }),
+        Err(_) => 0,
+    };
+    let output = Output {
         command,
         status: output.status,
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    })
+    };
+    Ok((output, written))
 }
 
 /// `program args..` as one line.
@@ -132,6 +153,16 @@ mod tests {
         let output = block_on(run("cat", &[], Some(payload.as_bytes()), Duration::from_secs(20))).unwrap();
         assert!(output.status.success());
         assert_eq!(output.stdout.len(), payload.len());
+    }
+
+    #[test]
+    fn a_streamed_input_reaches_the_tool_whole_and_is_counted() {
+        let chunks = (0..100).map(|i| format!("-A KUBE-SVC-{i:04} -j RETURN\n").repeat(1000));
+        let expected: usize = (0..100).map(|i| format!("-A KUBE-SVC-{i:04} -j RETURN\n").len() * 1000).sum();
+        let (output, written) = block_on(run_streamed("wc", &["-c"], Some(chunks), Duration::from_secs(20))).unwrap();
+        assert!(output.status.success());
+        assert_eq!(written, expected);
+        assert_eq!(output.stdout.trim(), expected.to_string());
     }
 
     #[test]

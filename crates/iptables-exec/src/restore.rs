@@ -58,6 +58,33 @@ impl Iptables {
         Err(refused(output, payload))
     }
 
+    /// [`Iptables::restore`] with the payload fed chunk by chunk as
+    /// `chunks` yields them, never whole in memory: one restore, committed
+    /// per table as with one string. On a refusal the blamed line is asked
+    /// of `line` (1-based; regenerate the payload there). Returns the bytes
+    /// written.
+    pub async fn restore_streamed<I>(
+        &self,
+        family: IpFamily,
+        chunks: I,
+        line: impl FnOnce(usize) -> Option<String>,
+    ) -> Result<usize, IptablesError>
+    where
+        I: Iterator<Item = String> + Send,
+    {
+        let tool = self.backend.restore(family);
+        let args = ["--noflush", "-w", LOCK_WAIT_SECONDS];
+        let (output, bytes) = command::run_streamed(&tool, &args, Some(chunks), self.timeout).await?;
+        if output.status.success() {
+            tracing::debug!(tool = %tool, bytes, "restored");
+            return Ok(bytes);
+        }
+        let blamed = blamed_line(&output.stderr);
+        let offending = blamed.and_then(line);
+        let stderr = output.stderr_head();
+        Err(IptablesError::Refused { command: output.command, status: output.status, stderr, line: blamed, offending })
+    }
+
     /// `iptables-save` of `family`, of one table or of every table the kernel has.
     ///
     /// With the legacy backend, naming a table that does not exist yet makes

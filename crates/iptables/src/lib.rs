@@ -41,6 +41,7 @@
 mod base;
 mod claims;
 mod config;
+mod emit;
 pub mod names;
 mod payload;
 mod plan;
@@ -50,6 +51,7 @@ pub mod trace;
 
 pub use base::{FILTER_CHAINS, JumpRule, NAT_CHAINS, jump_rules};
 pub use config::{LocalDetector, PlanConfig};
+pub use emit::{CHUNK_BYTES, Chunks, Prepared, Restore};
 pub use payload::{Payload, Rule, Table, TablePayload};
-pub use plan::{Applied, Planned, cleanup, fixed_chains, plan};
+pub use plan::{Applied, Planned, cleanup, fixed_chains, plan, prepare};
 pub use port::{probability, support};

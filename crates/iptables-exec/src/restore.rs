@@ -10,6 +10,7 @@ use std::time::Duration;
 use kproxy_model::IpFamily;
 
 use crate::command::{self, Output};
+use crate::save;
 use crate::{Backend, IptablesError, Table};
 
 /// How long one tool run may take before it is killed. A full payload of
@@ -74,7 +75,7 @@ impl Iptables {
     {
         let tool = self.backend.restore(family);
         let args = ["--noflush", "-w", LOCK_WAIT_SECONDS];
-        let (output, bytes) = command::run_streamed(&tool, &args, Some(chunks), self.timeout).await?;
+        let (output, bytes) = command::run_streamed(&tool, &args, Some(chunks), |_| true, self.timeout).await?;
         if output.status.success() {
             tracing::debug!(tool = %tool, bytes, "restored");
             return Ok(bytes);
@@ -98,12 +99,41 @@ impl Iptables {
         command::run(&tool, args, None, self.timeout).await?.success()
     }
 
+    /// [`Iptables::save`] reduced to its outline: the table, chain and
+    /// `COMMIT` lines, read line by line (a dump of 100,000 chains is tens
+    /// of megabytes of rules), and the number of rule lines left out.
+    pub(crate) async fn save_outline(&self, family: IpFamily, table: Option<Table>) -> Result<Outline, IptablesError> {
+        let tool = self.backend.save(family);
+        let args: &[&str] = match table {
+            Some(table) => &["-t", table.as_str()],
+            None => &[],
+        };
+        let mut rules = 0;
+        let keep = |line: &str| {
+            let rule = save::rule_count(line);
+            rules += rule;
+            rule == 0 && !line.starts_with('#')
+        };
+        let none: Option<std::iter::Empty<&[u8]>> = None;
+        let (output, _) = command::run_streamed(&tool, args, none, keep, self.timeout).await?;
+        Ok(Outline { text: output.success()?, rules })
+    }
+
     /// Runs `iptables-<backend> -w 5 args` and returns its output whatever its status.
     pub(crate) async fn iptables(&self, family: IpFamily, args: &[&str]) -> Result<Output, IptablesError> {
         let tool = self.backend.iptables(family);
         let args: Vec<&str> = ["-w", LOCK_WAIT_SECONDS].into_iter().chain(args.iter().copied()).collect();
         command::run(&tool, &args, None, self.timeout).await
     }
+}
+
+/// A save dump without its rules; see [`Iptables::save_outline`].
+#[derive(Debug)]
+pub(crate) struct Outline {
+    /// The `*TABLE`, `:CHAIN POLICY [p:b]` and `COMMIT` lines.
+    pub text: String,
+    /// The rule (`-A`) lines left out.
+    pub rules: usize,
 }
 
 /// A failed restore as an error naming the payload line the tool blamed.

@@ -93,6 +93,9 @@ impl Iterator for Chunks<'_, '_> {
     }
 }
 
+/// A port's chains in a restore: its send's index, and one group or all.
+type OwnPiece = (usize, Option<u32>);
+
 /// The pieces of `restore`'s text, in order: per table, the header, the
 /// declarations (fixed chains, the ports' chains, emptied fixed chains,
 /// deleted chains), the rules, the deletions and `COMMIT`, as
@@ -102,7 +105,7 @@ fn steps(plan: &Prepared<'_>, restore: &Restore) -> Vec<Step> {
     for table in [Table::Filter, Table::Nat] {
         let t = table_index(table);
         let part = &plan.sends[t];
-        let (fixed, own, deleted): (Vec<usize>, Vec<(usize, Option<u32>)>, bool) = match restore {
+        let (fixed, own, deleted): (Vec<usize>, Vec<OwnPiece>, bool) = match restore {
             Restore::Whole => ((0..part.fixed.len()).collect(), (0..part.own.len()).map(|n| (n, None)).collect(), true),
             Restore::Leaves => (
                 part.fixed.iter().enumerate().filter(|(_, f)| !f.dispatch).map(|(i, _)| i).collect(),

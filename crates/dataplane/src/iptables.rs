@@ -8,11 +8,13 @@
 //! kproxy chain, deletes stale per-service chains left by an earlier run,
 //! and ensures the jump rules from the built-in chains. A partial sync
 //! rewrites only the per-service chains that changed plus the dispatch
-//! chains. What was applied is kept in memory, per family.
+//! chains. What was applied is kept in memory, per family, as a summary
+//! (chain names and content hashes, not rule text); each restore's input is
+//! generated chunk by chunk while it is written to the tool.
 
 use std::collections::{BTreeSet, HashMap};
 
-use kproxy_iptables::{Applied, PlanConfig, Table, plan};
+use kproxy_iptables::{Applied, PlanConfig, Table, prepare};
 use kproxy_iptables_exec::{self as exec, Backend, BackendChoice, Iptables as Exec, IptablesError};
 use kproxy_model::IpFamily;
 use tracing::{info, warn};
@@ -23,7 +25,7 @@ use crate::failure::RestoreFailed;
 use crate::sysctl::{Ensured, KernelFiles};
 
 /// Declared chains per `iptables-nft-restore` run (see
-/// [`kproxy_iptables::Payload::split`]), about 230 services of 10
+/// [`kproxy_iptables::Payload::split`] and [`kproxy_iptables::Prepared::restores`]), about 230 services of 10
 /// endpoints. A cold 10k-service payload (114k chains) in restores of about
 /// 1.1k or 2.8k chains took 12 s in all (iptables 1.8.9), of 5.5k 15 s, of
 /// 11k 17.5 s; in one restore it did not finish in 400 s.
@@ -93,33 +95,33 @@ impl Iptables {
             let full = request.kind == SyncKind::Full || self.applied[i].is_none();
             any_full |= full;
             let previous = if full { None } else { self.applied[i].as_ref() };
-            let planned = plan(request.state, family, &self.config.plan, previous);
+            let mut planned = prepare(request.state, family, &self.config.plan, previous);
             skips.extend(planned.skips.iter().cloned());
-            let mut payload = planned.payload;
             if full {
                 // Per-service chains of an earlier run that this plan no
                 // longer has: deleted in the same restore.
                 let existing = existing_chains(&exec, family).await;
-                let stale = kproxy_iptables::cleanup(&existing, Some(&planned.applied));
-                payload.filter.deleted.extend(stale.filter.deleted);
-                payload.nat.deleted.extend(stale.nat.deleted);
+                planned.delete_also(kproxy_iptables::cleanup(&existing, Some(&planned.applied)));
             }
             // iptables-nft-restore is quadratic in the chains of one
             // transaction (a cold 10k-service payload did not finish in
             // 400 s); legacy rewrites the whole table per commit, so it gets
-            // one restore.
-            let written = [payload.filter.rules.len(), payload.nat.rules.len()];
-            let parts = match exec.backend() {
-                Backend::Nft => payload.split(NFT_CHAINS_PER_RESTORE),
-                Backend::Legacy => vec![payload],
-            };
+            // one restore. Each restore's text is generated as it is
+            // written to the tool, never whole in memory.
+            let written = planned.written_rules();
+            let parts = planned.restores(match exec.backend() {
+                Backend::Nft => Some(NFT_CHAINS_PER_RESTORE),
+                Backend::Legacy => None,
+            });
             let mut bytes = 0;
-            for part in parts.iter().filter(|p| !p.is_empty()) {
-                let text = part.render();
-                bytes += text.len();
-                if let Err(source) = exec.restore(family, &text).await {
-                    self.applied[i] = None;
-                    return Err(RestoreFailed { family, source }.into());
+            for part in &parts {
+                let line = |n: usize| planned.render(part).lines().nth(n.checked_sub(1)?).map(str::to_owned);
+                match exec.restore_streamed(family, planned.chunks(part), line).await {
+                    Ok(sent) => bytes += sent,
+                    Err(source) => {
+                        self.applied[i] = None;
+                        return Err(RestoreFailed { family, source }.into());
+                    }
                 }
             }
             for (table, written) in [Table::Filter, Table::Nat].into_iter().zip(written) {
@@ -132,7 +134,7 @@ impl Iptables {
                     exec.ensure_jump(family, &exec_jump(jump)).await?;
                 }
             }
-            let restores = parts.iter().filter(|p| !p.is_empty()).count();
+            let restores = parts.len();
             summary.push(format!(
                 "{family}: {bytes} bytes in {restores} restores, {} chains, {} ports planned",
                 planned.applied.chain_count(),

@@ -36,7 +36,7 @@ impl Iptables {
             Backend::Nft => nft_chains(family, tables).await,
             // The whole dump: the legacy tools create a table they are
             // asked to dump.
-            Backend::Legacy => Ok(saved_chains(&self.save(family, None).await?, tables)),
+            Backend::Legacy => Ok(saved_chains(&self.save_outline(family, None).await?.text, tables)),
         }
     }
 }

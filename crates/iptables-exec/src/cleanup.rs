@@ -61,7 +61,7 @@ impl Iptables {
         // One full dump serves both steps (deleting rules changes no
         // chain). Full, because the legacy tools create a table they are
         // asked to dump.
-        let declared = chains(&self.save(family, None).await?);
+        let declared = chains(&self.save_outline(family, None).await?.text);
         let mut cleaned = Cleaned::default();
         for jump in &what.jumps {
             let target_exists =

@@ -4,7 +4,7 @@
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use crate::IptablesError;
@@ -53,6 +53,25 @@ pub(crate) async fn run(
     stdin: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Output, IptablesError> {
+    Ok(run_streamed(program, args, stdin.map(std::iter::once), |_| true, timeout).await?.0)
+}
+
+/// [`run`], feeding stdin chunk by chunk as `stdin` yields them (each is
+/// dropped once written, so the input is never whole in memory) and
+/// keeping only the stdout lines `keep` accepts (read line by line, so a
+/// large dump is never whole in memory either); also returns the bytes
+/// written.
+pub(crate) async fn run_streamed<I, B>(
+    program: &str,
+    args: &[&str],
+    stdin: Option<I>,
+    mut keep: impl FnMut(&str) -> bool + Send,
+    timeout: Duration,
+) -> Result<(Output, usize), IptablesError>
+where
+    I: Iterator<Item = B> + Send,
+    B: AsRef<[u8]> + Send,
+{
     let command = render(program, args);
     tracing::trace!(command = %command, "running");
     let mut child = Command::new(program)
@@ -67,30 +86,56 @@ pub(crate) async fn run(
             _ => IptablesError::Spawn { tool: program.to_owned(), source },
         })?;
     let pipe = child.stdin.take();
+    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        unreachable!("stdout and stderr are piped above");
+    };
     // Write and read at once: a large payload must not wait on a full stderr pipe.
     let write = async move {
-        match (pipe, stdin) {
-            (Some(mut pipe), Some(bytes)) => pipe.write_all(bytes).await,
-            _ => Ok(()),
+        let mut written = 0;
+        if let (Some(mut pipe), Some(chunks)) = (pipe, stdin) {
+            for chunk in chunks {
+                pipe.write_all(chunk.as_ref()).await?;
+                written += chunk.as_ref().len();
+            }
+        }
+        Ok::<usize, std::io::Error>(written)
+    };
+    let read_stdout = async move {
+        let (mut reader, mut line, mut kept) = (BufReader::new(stdout), Vec::new(), String::new());
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line).await? == 0 {
+                return Ok::<String, std::io::Error>(kept);
+            }
+            let text = String::from_utf8_lossy(&line);
+            if keep(text.strip_suffix('\n').unwrap_or(&text)) {
+                kept.push_str(&text);
+            }
         }
     };
-    let finished = tokio::time::timeout(timeout, async { tokio::join!(write, child.wait_with_output()) }).await;
-    // On timeout the child was dropped inside the future, which kills it.
-    let Ok((written, output)) = finished else {
+    let read_stderr = async move {
+        let mut bytes = Vec::new();
+        stderr.read_to_end(&mut bytes).await.map(|_| bytes)
+    };
+    let finished = tokio::time::timeout(timeout, async {
+        let (written, stdout, stderr) = tokio::join!(write, read_stdout, read_stderr);
+        (written, stdout, stderr, child.wait().await)
+    })
+    .await;
+    // On timeout the child is dropped on return, which kills it.
+    let Ok((written, stdout, stderr, status)) = finished else {
         return Err(IptablesError::Timeout { command, timeout });
     };
-    let output = output.map_err(|source| IptablesError::Spawn { tool: program.to_owned(), source })?;
-    if let Err(source) = written
-        && output.status.success()
-    {
-        return Err(IptablesError::Write { command, source });
-    }
-    Ok(Output {
-        command,
-        status: output.status,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    })
+    let spawn_error = |source| IptablesError::Spawn { tool: program.to_owned(), source };
+    let (status, stdout, stderr) =
+        (status.map_err(spawn_error)?, stdout.map_err(spawn_error)?, stderr.map_err(spawn_error)?);
+    let written = match written {
+        Ok(written) => written,
+        Err(source) if status.success() => return Err(IptablesError::Write { command, source }),
+        Err(_) => 0,
+    };
+    let output = Output { command, status, stdout, stderr: String::from_utf8_lossy(&stderr).into_owned() };
+    Ok((output, written))
 }
 
 /// `program args..` as one line.
@@ -132,6 +177,32 @@ mod tests {
         let output = block_on(run("cat", &[], Some(payload.as_bytes()), Duration::from_secs(20))).unwrap();
         assert!(output.status.success());
         assert_eq!(output.stdout.len(), payload.len());
+    }
+
+    #[test]
+    fn a_streamed_input_reaches_the_tool_whole_and_is_counted() {
+        let chunks = (0..100).map(|i| format!("-A KUBE-SVC-{i:04} -j RETURN\n").repeat(1000));
+        let expected: usize = (0..100).map(|i| format!("-A KUBE-SVC-{i:04} -j RETURN\n").len() * 1000).sum();
+        let (output, written) =
+            block_on(run_streamed("wc", &["-c"], Some(chunks), |_| true, Duration::from_secs(20))).unwrap();
+        assert!(output.status.success());
+        assert_eq!(written, expected);
+        assert_eq!(output.stdout.trim(), expected.to_string());
+    }
+
+    #[test]
+    fn only_the_stdout_lines_asked_for_are_kept() {
+        let mut dropped = 0;
+        let keep = |line: &str| {
+            let kept = !line.starts_with('-');
+            dropped += usize::from(!kept);
+            kept
+        };
+        let none: Option<std::iter::Empty<&[u8]>> = None;
+        let script = "printf '*nat\\n:KUBE-SVC-A - [0:0]\\n-A KUBE-SVC-A -j RETURN\\nCOMMIT'";
+        let (output, _) = block_on(run_streamed("sh", &["-c", script], none, keep, Duration::from_secs(5))).unwrap();
+        assert_eq!(output.stdout, "*nat\n:KUBE-SVC-A - [0:0]\nCOMMIT");
+        assert_eq!(dropped, 1);
     }
 
     #[test]

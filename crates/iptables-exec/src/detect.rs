@@ -21,7 +21,8 @@ use std::time::Duration;
 use kproxy_model::IpFamily;
 
 use crate::command;
-use crate::save::{has_kubelet_hint, rule_count};
+use crate::restore::Outline;
+use crate::save::has_kubelet_hint;
 use crate::{Backend, BackendChoice, Iptables, IptablesError, Table};
 
 /// Each dump during detection is bounded on its own: some iptables-nft
@@ -77,15 +78,15 @@ async fn detect_on(choice: BackendChoice, path: &OsStr) -> Result<Detection, Ipt
         (None, None) => {}
     }
     let nft_mangle = dumps(Backend::Nft, Some(Table::Mangle)).await;
-    if nft_mangle.iter().flatten().any(|d| has_kubelet_hint(d)) {
+    if nft_mangle.iter().flatten().any(|d| has_kubelet_hint(&d.text)) {
         return Ok(Detection { backend: Backend::Nft, reason: Reason::KubeletHint });
     }
     let legacy = dumps(Backend::Legacy, None).await;
-    if legacy.iter().flatten().any(|d| has_kubelet_hint(d)) {
+    if legacy.iter().flatten().any(|d| has_kubelet_hint(&d.text)) {
         return Ok(Detection { backend: Backend::Legacy, reason: Reason::KubeletHint });
     }
     let nft = dumps(Backend::Nft, None).await;
-    let count = |dumps: &[Option<String>]| dumps.iter().flatten().map(|d| rule_count(d)).sum::<usize>();
+    let count = |dumps: &[Option<Outline>]| dumps.iter().flatten().map(|d| d.rules).sum::<usize>();
     let (legacy_rules, nft_rules) = (count(&legacy), count(&nft));
     let detection = if legacy_rules != nft_rules {
         let backend = if legacy_rules > nft_rules { Backend::Legacy } else { Backend::Nft };
@@ -108,12 +109,13 @@ fn first_missing(backend: Backend, path: &OsStr) -> Option<String> {
     backend.tools().into_iter().find(|tool| !command::installed(tool, path))
 }
 
-/// `backend`'s dumps of IPv4 then IPv6; `None` for a dump that failed.
-async fn dumps(backend: Backend, table: Option<Table>) -> [Option<String>; 2] {
+/// `backend`'s dumps of IPv4 then IPv6, as outlines; `None` for a dump
+/// that failed.
+async fn dumps(backend: Backend, table: Option<Table>) -> [Option<Outline>; 2] {
     let tools = Iptables::new(backend).with_timeout(DUMP_TIMEOUT);
     let mut dumps = [None, None];
     for (slot, family) in dumps.iter_mut().zip(IpFamily::ALL) {
-        match tools.save(family, table).await {
+        match tools.save_outline(family, table).await {
             Ok(dump) => *slot = Some(dump),
             Err(error) => {
                 tracing::debug!(backend = %backend, ?family, error = %error, "iptables dump failed during detection");

@@ -10,6 +10,7 @@ use std::time::Duration;
 use kproxy_model::IpFamily;
 
 use crate::command::{self, Output};
+use crate::save;
 use crate::{Backend, IptablesError, Table};
 
 /// How long one tool run may take before it is killed. A full payload of
@@ -58,6 +59,33 @@ impl Iptables {
         Err(refused(output, payload))
     }
 
+    /// [`Iptables::restore`] with the payload fed chunk by chunk as
+    /// `chunks` yields them, never whole in memory: one restore, committed
+    /// per table as with one string. On a refusal the blamed line is asked
+    /// of `line` (1-based; regenerate the payload there). Returns the bytes
+    /// written.
+    pub async fn restore_streamed<I>(
+        &self,
+        family: IpFamily,
+        chunks: I,
+        line: impl FnOnce(usize) -> Option<String>,
+    ) -> Result<usize, IptablesError>
+    where
+        I: Iterator<Item = String> + Send,
+    {
+        let tool = self.backend.restore(family);
+        let args = ["--noflush", "-w", LOCK_WAIT_SECONDS];
+        let (output, bytes) = command::run_streamed(&tool, &args, Some(chunks), |_| true, self.timeout).await?;
+        if output.status.success() {
+            tracing::debug!(tool = %tool, bytes, "restored");
+            return Ok(bytes);
+        }
+        let blamed = blamed_line(&output.stderr);
+        let offending = blamed.and_then(line);
+        let stderr = output.stderr_head();
+        Err(IptablesError::Refused { command: output.command, status: output.status, stderr, line: blamed, offending })
+    }
+
     /// `iptables-save` of `family`, of one table or of every table the kernel has.
     ///
     /// With the legacy backend, naming a table that does not exist yet makes
@@ -71,12 +99,41 @@ impl Iptables {
         command::run(&tool, args, None, self.timeout).await?.success()
     }
 
+    /// [`Iptables::save`] reduced to its outline: the table, chain and
+    /// `COMMIT` lines, read line by line (a dump of 100,000 chains is tens
+    /// of megabytes of rules), and the number of rule lines left out.
+    pub(crate) async fn save_outline(&self, family: IpFamily, table: Option<Table>) -> Result<Outline, IptablesError> {
+        let tool = self.backend.save(family);
+        let args: &[&str] = match table {
+            Some(table) => &["-t", table.as_str()],
+            None => &[],
+        };
+        let mut rules = 0;
+        let keep = |line: &str| {
+            let rule = save::rule_count(line);
+            rules += rule;
+            rule == 0 && !line.starts_with('#')
+        };
+        let none: Option<std::iter::Empty<&[u8]>> = None;
+        let (output, _) = command::run_streamed(&tool, args, none, keep, self.timeout).await?;
+        Ok(Outline { text: output.success()?, rules })
+    }
+
     /// Runs `iptables-<backend> -w 5 args` and returns its output whatever its status.
     pub(crate) async fn iptables(&self, family: IpFamily, args: &[&str]) -> Result<Output, IptablesError> {
         let tool = self.backend.iptables(family);
         let args: Vec<&str> = ["-w", LOCK_WAIT_SECONDS].into_iter().chain(args.iter().copied()).collect();
         command::run(&tool, &args, None, self.timeout).await
     }
+}
+
+/// A save dump without its rules; see [`Iptables::save_outline`].
+#[derive(Debug)]
+pub(crate) struct Outline {
+    /// The `*TABLE`, `:CHAIN POLICY [p:b]` and `COMMIT` lines.
+    pub text: String,
+    /// The rule (`-A`) lines left out.
+    pub rules: usize,
 }
 
 /// A failed restore as an error naming the payload line the tool blamed.

@@ -151,6 +151,42 @@ fn a_refused_payload_names_its_line_and_commits_nothing_of_that_table() {
     }
 }
 
+#[test]
+fn a_streamed_payload_is_one_restore_and_its_refused_line_is_asked_for() {
+    for backend in Backend::ALL {
+        let ns = netns("ipt-stream");
+        // Three chunks, one table: the second chunk's rule is refused, so
+        // the chain the first chunk declared is not committed either.
+        let chunks = [
+            "*filter\n:KUBE-NEW - [0:0]\n",
+            "-A KUBE-NEW -j ACCEPT\n-A KUBE-NEW -p tcp --bogus 1 -j ACCEPT\n",
+            "COMMIT\n",
+        ];
+        let whole = chunks.concat();
+        let mut asked = None;
+        let line = |n: usize| {
+            asked = Some(n);
+            whole.lines().nth(n - 1).map(str::to_owned)
+        };
+        let tools = Iptables::new(backend);
+        let chunked = chunks.iter().map(|c| c.to_string());
+        let error = inside(&ns, async || tools.restore_streamed(IpFamily::V4, chunked, line).await).unwrap_err();
+        let IptablesError::Refused { line, ref offending, .. } = error else {
+            panic!("{backend}: not a refusal: {error}");
+        };
+        assert_eq!((line, asked), (Some(4), Some(4)), "{backend}: {error}");
+        assert_eq!(offending.as_deref(), Some("-A KUBE-NEW -p tcp --bogus 1 -j ACCEPT"), "{backend}");
+        assert!(of_chains(&saved(&ns, backend, IpFamily::V4), &["KUBE-NEW"]).is_empty(), "{backend}");
+
+        let good = ["*filter\n:KUBE-NEW - [0:0]\n", "-A KUBE-NEW -j ACCEPT\n", "COMMIT\n"];
+        let chunked = good.iter().map(|c| c.to_string());
+        let sent = inside(&ns, async || tools.restore_streamed(IpFamily::V4, chunked, |_| None).await);
+        assert_eq!(sent.expect("a valid payload"), good.concat().len(), "{backend}");
+        let saved = saved(&ns, backend, IpFamily::V4);
+        assert_eq!(of_chains(&saved, &["KUBE-NEW"]), [":KUBE-NEW -", "-A KUBE-NEW -j ACCEPT"], "{backend}");
+    }
+}
+
 fn detected(ns: &Netns) -> Detection {
     inside(ns, async || detect(BackendChoice::Auto).await).expect("a backend")
 }

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use kproxy_model::{FrontendKind, Protocol, ServicePort, ServicePortName};
 
-type Key = (IpAddr, Protocol, u16);
+/// A frontend: address, protocol, port.
+pub(crate) type Key = (IpAddr, Protocol, u16);
 
 /// The owner of every frontend, by address, protocol and port.
 pub(crate) fn owners<'a>(ports: impl Iterator<Item = &'a Arc<ServicePort>>) -> HashMap<Key, &'a ServicePortName> {

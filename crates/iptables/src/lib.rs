@@ -16,6 +16,11 @@
 //! `iptables-restore --noflush` / `ip6tables-restore --noflush`), the
 //! [`Applied`] record for the next partial plan, the [`JumpRule`]s the
 //! applier ensures with `iptables -C`/`-I` on full syncs, and skips.
+//! [`prepare`] plans the same without building the payload: the applier
+//! asks it for its [`Restore`]s and writes each as [`Chunks`] of text
+//! generated from the ports as they are written, so neither a payload nor
+//! the rules of unchanged ports stay in memory ([`Applied`] keeps chain
+//! names and content hashes).
 //!
 //! How kproxy differs from upstream's output, on purpose:
 //! - partial payloads list only chains whose content hash changed (upstream
@@ -39,8 +44,11 @@
 //! warning when built with [`support`].
 
 mod base;
+mod chunks;
 mod claims;
+mod cleanup;
 mod config;
+mod emit;
 pub mod names;
 mod payload;
 mod plan;
@@ -49,7 +57,10 @@ mod ruleset;
 pub mod trace;
 
 pub use base::{FILTER_CHAINS, JumpRule, NAT_CHAINS, jump_rules};
+pub use chunks::Chunks;
+pub use cleanup::{cleanup, fixed_chains};
 pub use config::{LocalDetector, PlanConfig};
+pub use emit::{CHUNK_BYTES, Prepared, Restore};
 pub use payload::{Payload, Rule, Table, TablePayload};
-pub use plan::{Applied, Planned, cleanup, fixed_chains, plan};
+pub use plan::{Applied, Planned, plan, prepare};
 pub use port::{probability, support};

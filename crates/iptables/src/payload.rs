@@ -284,7 +284,7 @@ impl<'a> Split<'a> {
 }
 
 /// The chain a rule jumps or goes to (`-j X` / `-g X`), if any.
-fn jump_target(rule: &Rule) -> Option<&str> {
+pub(crate) fn jump_target(rule: &Rule) -> Option<&str> {
     let at = rule.args.iter().position(|a| a == "-j" || a == "-g")?;
     rule.args.get(at + 1).map(String::as_str)
 }

@@ -10,11 +10,14 @@
 //! atomically by `iptables-restore`; a chain is only deleted in the same
 //! commit that rewrites every chain that jumped to it.
 //!
-//! Planning is incremental too: [`Applied`] keeps each service port's rules
-//! with the port they were computed from, so a partial plan recomputes only
-//! the ports whose state changed (and everything when the node or the
-//! settings changed). Dispatch chains are compared by a hash over the
-//! ports' cached contributions and only materialised when they changed.
+//! Planning is incremental too: [`Applied`] keeps, per service port, the
+//! port its rules were computed from and a summary of them (chain names,
+//! content hashes, rule counts), not the rules themselves. A partial plan
+//! recomputes only the ports whose state changed (and everything when the
+//! node or the settings changed); the rule text of the chains it sends is
+//! generated again from the ports when the payload is rendered
+//! ([`crate::emit`]), so what stays in memory between syncs is a few dozen
+//! bytes per chain.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -27,22 +30,23 @@ use kproxy_model::{IpFamily, ProxyState, ServicePort, ServicePortName};
 use crate::base::{self, JumpRule, NodePortDestinations};
 use crate::claims;
 use crate::config::{LocalMatch, PlanConfig};
+use crate::emit::{FixedSend, OwnSend, Prepared, Sends, fixed_content};
 use crate::names::is_service_chain;
-use crate::payload::{Payload, Rule, Table, TablePayload};
+use crate::payload::{Payload, Rule, Table, jump_target};
 use crate::port::{Context, port_rules};
 use crate::ruleset::{Ruleset, TableRules};
 
-/// What the last successful sync left in one family's tables, and the
-/// per-port rules it was made of. Never read back from the kernel; the
-/// applier drops it (and plans with `None`) after a failure or when the
-/// canary says someone flushed the tables.
+/// What the last successful sync left in one family's tables, and a
+/// summary of the per-port rules it was made of. Never read back from the
+/// kernel; the applier drops it (and plans with `None`) after a failure or
+/// when the canary says someone flushed the tables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
-    family: Option<IpFamily>,
+    pub(crate) family: Option<IpFamily>,
     /// What every port's rules were computed with; a cached port is reused
     /// only under the same inputs.
-    inputs: Option<Inputs>,
-    ports: BTreeMap<ServicePortName, PortPlan>,
+    pub(crate) inputs: Option<Inputs>,
+    pub(crate) ports: BTreeMap<ServicePortName, PortPlan>,
     /// Content hash of each fixed (not per-service) chain kproxy wrote.
     fixed: BTreeMap<(Table, String), u64>,
     /// Rules in kproxy's chains of filter and nat.
@@ -54,7 +58,7 @@ impl Applied {
     /// port's own, in port order.
     pub fn chains(&self, table: Table) -> impl Iterator<Item = &str> + '_ {
         let fixed = self.fixed.keys().filter(move |(t, _)| *t == table).map(|(_, c)| c.as_str());
-        let own = self.own_chains().filter(move |c| c.table == table).map(|c| c.name.as_str());
+        let own = self.own_chains().filter(move |c| c.table == table).map(|c| &*c.name);
         fixed.chain(own)
     }
 
@@ -65,98 +69,72 @@ impl Applied {
     /// The rules in kproxy's chains of `table` (upstream's
     /// `kubeproxy_sync_proxy_rules_iptables_total`).
     pub fn rule_count(&self, table: Table) -> usize {
-        match table {
-            Table::Filter => self.rules[0],
-            Table::Nat => self.rules[1],
-        }
+        self.rules[table_index(table)]
     }
 
-    fn own_chains(&self) -> impl Iterator<Item = &OwnChain> + '_ {
-        self.ports.values().flat_map(|p| p.own())
+    fn own_chains(&self) -> impl Iterator<Item = &ChainSum> + '_ {
+        self.ports.values().flat_map(|p| p.sums.own.iter())
     }
 }
 
 /// The inputs every port's rules depend on besides the port.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Inputs {
-    config: PlanConfig,
-    local: LocalMatch,
-    node_ips: Vec<IpAddr>,
+pub(crate) struct Inputs {
+    pub config: PlanConfig,
+    pub local: LocalMatch,
+    pub node_ips: Vec<IpAddr>,
     /// Node ports on every local address (`addrtype LOCAL`), not on
     /// `node_ips` one by one.
-    match_all: bool,
+    pub match_all: bool,
 }
 
-/// One port's rules and the port they were computed from.
+impl Inputs {
+    pub fn context(&self) -> Context<'_> {
+        Context { config: &self.config, local: &self.local, node_ips: &self.node_ips }
+    }
+}
+
+/// One port's rule summary and the port it was computed from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct PortPlan {
-    port: Arc<ServicePort>,
+pub(crate) struct PortPlan {
+    pub port: Arc<ServicePort>,
     /// Some frontend of the port is another port's (see [`claims`]): the
     /// rules depend on other ports too, so they are never reused.
     contested: bool,
-    rules: Arc<PortRules>,
+    pub sums: Arc<PortSums>,
 }
 
-impl PortPlan {
-    /// `owned` is `port` without the frontends other ports own (`contested`
-    /// when that is any).
-    fn new(port: &Arc<ServicePort>, owned: &ServicePort, contested: bool, cx: &Context<'_>) -> Self {
-        let mut scratch = Ruleset::default();
-        port_rules(owned, cx, &mut scratch);
-        Self { port: Arc::clone(port), contested, rules: Arc::new(PortRules::split(scratch)) }
-    }
-
-    fn own(&self) -> &[OwnChain] {
-        &self.rules.own
-    }
-
-    fn shared(&self) -> &[SharedPart] {
-        &self.rules.shared
-    }
-}
-
-/// A port's rules, split into the chains only it writes and its parts of
-/// the fixed chains.
+/// A port's chains, split into the chains only it writes and its parts of
+/// the fixed chains, each summarised.
 #[derive(Debug, PartialEq, Eq)]
-struct PortRules {
-    own: Vec<OwnChain>,
-    shared: Vec<SharedPart>,
+pub(crate) struct PortSums {
+    pub own: Box<[ChainSum]>,
+    shared: Box<[ChainSum]>,
 }
 
-impl PortRules {
-    fn split(scratch: Ruleset) -> Self {
+impl PortSums {
+    fn of(scratch: &Ruleset) -> Self {
         let (mut own, mut shared) = (Vec::new(), Vec::new());
-        for (table, mut t) in [(Table::Filter, scratch.filter), (Table::Nat, scratch.nat)] {
-            for name in t.order {
-                let rules = t.rules.remove(&name).unwrap_or_default();
-                let hash = hash_of(&rules);
-                if is_service_chain(&name) {
-                    own.push(OwnChain { table, name, rules, hash });
-                } else {
-                    shared.push(SharedPart { table, chain: name, rules, hash });
-                }
+        for table in [Table::Filter, Table::Nat] {
+            let t = scratch.table(table);
+            for name in &t.order {
+                let rules = rules_in(t, name);
+                let sum = ChainSum { table, name: name.as_str().into(), hash: hash_of(rules), rules: rules.len() };
+                if is_service_chain(name) { own.push(sum) } else { shared.push(sum) }
             }
         }
-        Self { own, shared }
+        Self { own: own.into(), shared: shared.into() }
     }
 }
 
-/// A per-service chain (`KUBE-SVC-*`, `KUBE-SEP-*`, ...).
+/// A chain's (or a port's part of a fixed chain's) name, content hash and
+/// rule count.
 #[derive(Debug, PartialEq, Eq)]
-struct OwnChain {
-    table: Table,
-    name: String,
-    rules: Vec<Rule>,
-    hash: u64,
-}
-
-/// A port's rules in one fixed chain (KUBE-SERVICES, ...).
-#[derive(Debug, PartialEq, Eq)]
-struct SharedPart {
-    table: Table,
-    chain: String,
-    rules: Vec<Rule>,
-    hash: u64,
+pub(crate) struct ChainSum {
+    pub table: Table,
+    pub name: Box<str>,
+    pub hash: u64,
+    pub rules: usize,
 }
 
 /// A payload, the state it leaves once applied, and what could not be
@@ -179,8 +157,20 @@ pub struct Planned {
 }
 
 /// Plans one family: full when `previous` is `None` (or of another
-/// family), else partial against it.
+/// family), else partial against it. The payload is materialised; the
+/// applier renders it chain by chain from [`prepare`] instead.
 pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous: Option<&Applied>) -> Planned {
+    prepare(state, family, config, previous).into_planned()
+}
+
+/// [`plan`] without building the payload: what to send, summarised; render
+/// it with [`Prepared::restores`] and [`Prepared::chunks`].
+pub fn prepare<'s>(
+    state: &'s ProxyState,
+    family: IpFamily,
+    config: &PlanConfig,
+    previous: Option<&Applied>,
+) -> Prepared<'s> {
     let mut skips = Vec::new();
     let node_ips: Vec<IpAddr> =
         state.node.node_port_addresses.iter().copied().filter(|ip| IpFamily::of(ip) == family).collect();
@@ -196,10 +186,11 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
     let inputs = Inputs { config, local, node_ips, match_all };
     let previous = previous.filter(|p| p.family == Some(family));
     let cache = previous.filter(|p| p.inputs.as_ref() == Some(&inputs)).map(|p| &p.ports);
-    let cx = Context { config: &inputs.config, local: &inputs.local, node_ips: &inputs.node_ips };
+    let cx = inputs.context();
 
     let mut ports = BTreeMap::new();
     let mut ports_planned = 0;
+    let mut sends = [Sends::default(), Sends::default()];
     let owners = claims::owners(state.family(family).service_ports.values());
     for (name, port) in &state.family(family).service_ports {
         let owned = claims::owned(port, &owners, &mut skips);
@@ -210,10 +201,28 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
             }
             _ => {
                 ports_planned += 1;
-                PortPlan::new(port, &owned, contested, &cx)
+                let mut scratch = Ruleset::default();
+                port_rules(&owned, &cx, &mut scratch);
+                let sums = PortSums::of(&scratch);
+                let before = previous.and_then(|p| p.ports.get(name)).map(|b| &*b.sums);
+                for table in [Table::Filter, Table::Nat] {
+                    let part = &mut sends[table_index(table)];
+                    own_sends(name, &sums, before, scratch.table(table), table, part);
+                }
+                PortPlan { port: Arc::clone(port), contested, sums: Arc::new(sums) }
             }
         };
         ports.insert(name.clone(), planned);
+    }
+    if let Some(prev) = previous {
+        for (_, before) in prev.ports.iter().filter(|(name, _)| !ports.contains_key(*name)) {
+            for own in before.sums.own.iter() {
+                sends[table_index(own.table)].deleted.push(own.name.to_string());
+            }
+        }
+    }
+    for part in &mut sends {
+        part.deleted.sort();
     }
     let mut head = Ruleset::default();
     base::head(&inputs.config, family, &mut head);
@@ -222,114 +231,166 @@ pub fn plan(state: &ProxyState, family: IpFamily, config: &PlanConfig, previous:
         if inputs.match_all { NodePortDestinations::Local } else { NodePortDestinations::Listed(&inputs.node_ips) };
     base::tail(&inputs.config, family, node_ports, &mut tail, &mut skips);
     base::unserved(ports.values().map(|p| p.port.as_ref()), &mut tail);
-    let fixed = Fixed::new(&head, &tail, &ports);
-    let fixed_hashes = fixed.hashes();
-
-    let payload = match previous {
-        None => Payload { filter: fixed.whole(Table::Filter), nat: fixed.whole(Table::Nat) },
-        Some(prev) => Payload {
-            filter: changed(&fixed, &fixed_hashes, Table::Filter, prev),
-            nat: changed(&fixed, &fixed_hashes, Table::Nat, prev),
-        },
-    };
-    let jump_rules = base::jump_rules(&inputs.config, family);
+    let order = fixed_order(&head, &tail, &ports);
+    let hashes = fixed_hashes(&order, &head, &tail, &ports);
+    for table in [Table::Filter, Table::Nat] {
+        let part = &mut sends[table_index(table)];
+        for chain in &order[table_index(table)] {
+            let key = (table, chain.clone());
+            if previous.is_none_or(|prev| prev.fixed.get(&key) != hashes.get(&key)) {
+                part.fixed.push(FixedSend::new(chain));
+            }
+        }
+        // A fixed chain kproxy stopped using (KUBE-FIREWALL after localhost
+        // node ports were turned off): built-in chains may still jump to it,
+        // so it is emptied, not deleted.
+        for (tbl, chain) in previous.map(|p| p.fixed.keys()).into_iter().flatten() {
+            if *tbl == table && !hashes.contains_key(&(table, chain.clone())) {
+                part.fixed.push(FixedSend { emptied: true, ..FixedSend::new(chain) });
+            }
+        }
+    }
     let rules = [Table::Filter, Table::Nat].map(|table| {
         let base: usize =
             [&head, &tail].iter().map(|r| r.table(table).rules.values().map(Vec::len).sum::<usize>()).sum();
-        let own = ports.values().flat_map(|p| p.own()).filter(|c| c.table == table).map(|c| c.rules.len());
-        let shared = ports.values().flat_map(|p| p.shared()).filter(|s| s.table == table).map(|s| s.rules.len());
-        base + own.sum::<usize>() + shared.sum::<usize>()
+        let sums = ports.values().flat_map(|p| p.sums.own.iter().chain(p.sums.shared.iter()));
+        base + sums.filter(|s| s.table == table).map(|s| s.rules).sum::<usize>()
     });
-    let applied = Applied { family: Some(family), inputs: Some(inputs), ports, fixed: fixed_hashes, rules };
-    Planned { full: previous.is_none(), payload, applied, jump_rules, skips, ports_planned }
+    let jump_rules = base::jump_rules(&inputs.config, family);
+    let applied = Applied { family: Some(family), inputs: Some(inputs), ports, fixed: hashes, rules };
+    fixed_content(state, family, &owners, &applied, &head, &tail, &mut sends);
+    Prepared {
+        state,
+        family,
+        owners,
+        full: previous.is_none(),
+        applied,
+        jump_rules,
+        skips,
+        ports_planned,
+        head,
+        tail,
+        sends,
+    }
 }
 
-/// The fixed chains: head rules, every port's part, tail rules.
-struct Fixed<'a> {
-    head: &'a Ruleset,
-    tail: &'a Ruleset,
-    ports: &'a BTreeMap<ServicePortName, PortPlan>,
-    /// Per table (filter, nat), the fixed chains in declaration order: the
-    /// head's, then any first written by a port or the tail.
-    order: [Vec<&'a str>; 2],
-}
-
-impl<'a> Fixed<'a> {
-    fn new(head: &'a Ruleset, tail: &'a Ruleset, ports: &'a BTreeMap<ServicePortName, PortPlan>) -> Self {
-        let order = [Table::Filter, Table::Nat].map(|table| {
-            let mut order: Vec<&str> = head.table(table).order.iter().map(String::as_str).collect();
-            let mut seen: HashSet<&str> = order.iter().copied().collect();
-            let later = ports.values().flat_map(|p| p.shared()).filter(|s| s.table == table).map(|s| s.chain.as_str());
-            for chain in later.chain(tail.table(table).order.iter().map(String::as_str)) {
-                if seen.insert(chain) {
-                    order.push(chain);
+/// The chains of a freshly planned port to send: all of them in a full
+/// plan, else those whose hash differs from `before`'s; the chains `before`
+/// had and the port no longer has are deleted. The chains sent are grouped
+/// by the jumps between them, for [`crate::Payload::split`]'s order.
+fn own_sends(
+    name: &ServicePortName,
+    sums: &PortSums,
+    before: Option<&PortSums>,
+    rules: &TableRules,
+    table: Table,
+    out: &mut Sends,
+) {
+    let old: HashMap<&str, u64> = before
+        .map(|b| b.own.iter().filter(|c| c.table == table).map(|c| (&*c.name, c.hash)).collect())
+        .unwrap_or_default();
+    let mut kept = HashSet::new();
+    let mut chains = Vec::new();
+    for (i, own) in sums.own.iter().enumerate().filter(|(_, c)| c.table == table) {
+        kept.insert(&*own.name);
+        if old.get(&*own.name) != Some(&own.hash) {
+            chains.push(i);
+        }
+    }
+    out.deleted.extend(old.keys().filter(|c| !kept.contains(*c)).map(|c| (*c).to_owned()));
+    if chains.is_empty() {
+        return;
+    }
+    // Union-find over the chains sent: a chain and what it jumps to.
+    let at: HashMap<&str, usize> = chains.iter().enumerate().map(|(k, &i)| (&*sums.own[i].name, k)).collect();
+    let mut parent: Vec<usize> = (0..chains.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for (from, &i) in chains.iter().enumerate() {
+        for rule in rules_in(rules, &sums.own[i].name) {
+            let Some(target) = jump_target(rule) else { continue };
+            match at.get(target) {
+                Some(&to) => {
+                    let (a, b) = (root(&mut parent, from), root(&mut parent, to));
+                    parent[a] = b;
                 }
-            }
-            order
-        });
-        Self { head, tail, ports, order }
-    }
-
-    fn order(&self, table: Table) -> &[&'a str] {
-        match table {
-            Table::Filter => &self.order[0],
-            Table::Nat => &self.order[1],
-        }
-    }
-
-    /// A hash per fixed chain, over its head rules, the ports' parts (by
-    /// their cached hashes) and its tail rules.
-    fn hashes(&self) -> BTreeMap<(Table, String), u64> {
-        let mut hashers: HashMap<(Table, &str), DefaultHasher> = HashMap::new();
-        for table in [Table::Filter, Table::Nat] {
-            for &chain in self.order(table) {
-                let mut h = DefaultHasher::new();
-                rules_in(self.head.table(table), chain).hash(&mut h);
-                hashers.insert((table, chain), h);
+                None if !is_service_chain(target) => {
+                    out.own_targets.insert(target.to_owned());
+                }
+                None => {}
             }
         }
-        for part in self.ports.values().flat_map(|p| p.shared()) {
-            if let Some(h) = hashers.get_mut(&(part.table, part.chain.as_str())) {
-                part.hash.hash(h);
+    }
+    let mut group_of: HashMap<usize, u32> = HashMap::new();
+    let groups = (0..chains.len())
+        .map(|k| {
+            let r = root(&mut parent, k);
+            let next = group_of.len() as u32;
+            *group_of.entry(r).or_insert(next)
+        })
+        .collect();
+    out.own.push(OwnSend { port: name.clone(), chains: chains.into_iter().map(|i| i as u32).collect(), groups });
+}
+
+/// Per table (filter, nat), the fixed chains in declaration order: the
+/// head's, then any first written by a port or the tail.
+fn fixed_order(head: &Ruleset, tail: &Ruleset, ports: &BTreeMap<ServicePortName, PortPlan>) -> [Vec<String>; 2] {
+    [Table::Filter, Table::Nat].map(|table| {
+        let mut order: Vec<&str> = head.table(table).order.iter().map(String::as_str).collect();
+        let mut seen: HashSet<&str> = order.iter().copied().collect();
+        let later = ports.values().flat_map(|p| p.sums.shared.iter()).filter(|s| s.table == table).map(|s| &*s.name);
+        for chain in later.chain(tail.table(table).order.iter().map(String::as_str)) {
+            if seen.insert(chain) {
+                order.push(chain);
             }
         }
-        hashers
-            .into_iter()
-            .map(|((table, chain), mut h)| {
-                rules_in(self.tail.table(table), chain).hash(&mut h);
-                ((table, chain.to_owned()), h.finish())
-            })
-            .collect()
-    }
+        order.into_iter().map(str::to_owned).collect()
+    })
+}
 
-    /// Every rule of one fixed chain.
-    fn rules(&self, table: Table, chain: &str) -> Vec<Rule> {
-        let mut out: Vec<Rule> = rules_in(self.head.table(table), chain).to_vec();
-        for part in self.ports.values().flat_map(|p| p.shared()) {
-            if part.table == table && part.chain == chain {
-                out.extend(part.rules.iter().cloned());
-            }
+/// A hash per fixed chain, over its head rules, the ports' parts (by their
+/// hashes) and its tail rules.
+fn fixed_hashes(
+    order: &[Vec<String>; 2],
+    head: &Ruleset,
+    tail: &Ruleset,
+    ports: &BTreeMap<ServicePortName, PortPlan>,
+) -> BTreeMap<(Table, String), u64> {
+    let mut hashers: HashMap<(Table, &str), DefaultHasher> = HashMap::new();
+    for table in [Table::Filter, Table::Nat] {
+        for chain in &order[table_index(table)] {
+            let mut h = DefaultHasher::new();
+            rules_in(head.table(table), chain).hash(&mut h);
+            hashers.insert((table, chain), h);
         }
-        out.extend(rules_in(self.tail.table(table), chain).iter().cloned());
-        out
     }
+    for part in ports.values().flat_map(|p| p.sums.shared.iter()) {
+        if let Some(h) = hashers.get_mut(&(part.table, &*part.name)) {
+            part.hash.hash(h);
+        }
+    }
+    hashers
+        .into_iter()
+        .map(|((table, chain), mut h)| {
+            rules_in(tail.table(table), chain).hash(&mut h);
+            ((table, chain.to_owned()), h.finish())
+        })
+        .collect()
+}
 
-    /// Every chain of `table` declared and refilled.
-    fn whole(&self, table: Table) -> TablePayload {
-        let mut out = TablePayload::default();
-        for &chain in self.order(table) {
-            out.rules.extend(self.rules(table, chain));
-            out.chains.push(chain.to_owned());
-        }
-        for own in self.ports.values().flat_map(|p| p.own()).filter(|c| c.table == table) {
-            out.chains.push(own.name.clone());
-            out.rules.extend(own.rules.iter().cloned());
-        }
-        out
+pub(crate) fn table_index(table: Table) -> usize {
+    match table {
+        Table::Filter => 0,
+        Table::Nat => 1,
     }
 }
 
-fn rules_in<'a>(t: &'a TableRules, chain: &str) -> &'a [Rule] {
+pub(crate) fn rules_in<'a>(t: &'a TableRules, chain: &str) -> &'a [Rule] {
     t.rules.get(chain).map(Vec::as_slice).unwrap_or(&[])
 }
 
@@ -337,97 +398,4 @@ fn hash_of(rules: &[Rule]) -> u64 {
     let mut h = DefaultHasher::new();
     rules.hash(&mut h);
     h.finish()
-}
-
-/// Only chains whose content differs from `prev`, plus deletions of the
-/// per-service chains no longer used.
-fn changed(fixed: &Fixed<'_>, hashes: &BTreeMap<(Table, String), u64>, table: Table, prev: &Applied) -> TablePayload {
-    let mut out = TablePayload::default();
-    for &chain in fixed.order(table) {
-        let key = (table, chain.to_owned());
-        if prev.fixed.get(&key) != hashes.get(&key) {
-            out.rules.extend(fixed.rules(table, chain));
-            out.chains.push(key.1);
-        }
-    }
-    let mut deleted = Vec::new();
-    for (name, now) in fixed.ports {
-        let before = prev.ports.get(name);
-        if before.is_some_and(|b| Arc::ptr_eq(&b.rules, &now.rules)) {
-            continue;
-        }
-        let old: HashMap<&str, u64> = before
-            .map(|b| b.own().iter().filter(|c| c.table == table).map(|c| (c.name.as_str(), c.hash)).collect())
-            .unwrap_or_default();
-        let mut kept = HashSet::new();
-        for own in now.own().iter().filter(|c| c.table == table) {
-            kept.insert(own.name.as_str());
-            if old.get(own.name.as_str()) != Some(&own.hash) {
-                out.chains.push(own.name.clone());
-                out.rules.extend(own.rules.iter().cloned());
-            }
-        }
-        deleted.extend(old.keys().filter(|c| !kept.contains(*c)).map(|c| (*c).to_owned()));
-    }
-    for (name, before) in &prev.ports {
-        if !fixed.ports.contains_key(name) {
-            deleted.extend(before.own().iter().filter(|c| c.table == table).map(|c| c.name.clone()));
-        }
-    }
-    deleted.sort();
-    out.deleted = deleted;
-    // A fixed chain kproxy stopped using (KUBE-FIREWALL after localhost node
-    // ports were turned off): built-in chains may still jump to it, so it is
-    // emptied, not deleted.
-    for (tbl, chain) in prev.fixed.keys() {
-        if *tbl == table && !hashes.contains_key(&(table, chain.clone())) {
-            out.chains.push(chain.clone());
-        }
-    }
-    out
-}
-
-/// Every chain kproxy may own in `table`, for cleanup: the fixed ones by
-/// name; per-service chains are recognised by [`is_service_chain`].
-pub fn fixed_chains(table: Table) -> &'static [&'static str] {
-    use crate::names::{KUBE_FIREWALL, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_SERVICES};
-    match table {
-        Table::Filter => &[
-            KUBE_SERVICES,
-            crate::names::KUBE_EXTERNAL_SERVICES,
-            crate::names::KUBE_FORWARD,
-            KUBE_NODEPORTS,
-            crate::names::KUBE_PROXY_FIREWALL,
-            KUBE_FIREWALL,
-        ],
-        Table::Nat => &[KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ],
-    }
-}
-
-/// The payload that removes every kproxy chain among `existing` (chain
-/// names per table, as `iptables-save` lists them); delete the
-/// [`JumpRule`]s first (`iptables -D`), or the fixed chains stay referenced.
-/// Also what a full sync after a restart sends to drop stale per-service
-/// chains: pass `keep` to spare the chains a plan still uses.
-pub fn cleanup(existing: &HashMap<Table, Vec<String>>, keep: Option<&Applied>) -> Payload {
-    let kept: HashSet<(Table, &str)> = keep
-        .map(|k| [Table::Filter, Table::Nat].into_iter().flat_map(|t| k.chains(t).map(move |c| (t, c))).collect())
-        .unwrap_or_default();
-    let mut payload = Payload::default();
-    for table in [Table::Filter, Table::Nat] {
-        let part = match table {
-            Table::Filter => &mut payload.filter,
-            Table::Nat => &mut payload.nat,
-        };
-        let mut names: Vec<&String> = existing.get(&table).map(|v| v.iter().collect()).unwrap_or_default();
-        names.sort();
-        names.dedup();
-        for chain in names {
-            let ours = is_service_chain(chain) || (keep.is_none() && fixed_chains(table).contains(&chain.as_str()));
-            if ours && !kept.contains(&(table, chain.as_str())) {
-                part.deleted.push(chain.clone());
-            }
-        }
-    }
-    payload
 }

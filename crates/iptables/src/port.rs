@@ -106,10 +106,22 @@ impl<'p> Shape<'p> {
 /// gives another scheduler as the default and says so ([`support`]), and
 /// weights do not count here.
 pub(crate) fn port_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset) {
+    shared_rules(port, cx, out);
+    own_rules(port, cx, out);
+}
+
+/// Only `port`'s parts of the fixed chains (KUBE-SERVICES, KUBE-NODEPORTS,
+/// ...): what [`port_rules`] writes there, without the endpoint work.
+pub(crate) fn shared_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset) {
     let shape = Shape::new(port);
     dispatch(&shape, cx, out);
     node_ports(&shape, out);
-    own_chains(&shape, cx, out);
+}
+
+/// Only `port`'s own `KUBE-SVC/SVL/EXT/FW/SEP` chains, as [`port_rules`]
+/// writes them.
+pub(crate) fn own_rules(port: &ServicePort, cx: &Context<'_>, out: &mut Ruleset) {
+    own_chains(&Shape::new(port), cx, out);
 }
 
 /// What this mode does of kproxy's annotations, for the state: `random`

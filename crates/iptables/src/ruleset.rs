@@ -20,6 +20,11 @@ impl TableRules {
         }
     }
 
+    pub fn clear(&mut self) {
+        self.order.clear();
+        self.rules.clear();
+    }
+
     pub fn push(&mut self, rule: Rule) {
         self.declare(&rule.chain);
         self.rules.get_mut(&rule.chain).expect("declared just above").push(rule);
@@ -34,6 +39,11 @@ pub(crate) struct Ruleset {
 }
 
 impl Ruleset {
+    pub fn clear(&mut self) {
+        self.filter.clear();
+        self.nat.clear();
+    }
+
     pub fn table(&self, table: Table) -> &TableRules {
         match table {
             Table::Filter => &self.filter,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kproxy_iptables::{Applied, LocalDetector, PlanConfig, plan};
+use kproxy_iptables::{Applied, CHUNK_BYTES, LocalDetector, Payload, PlanConfig, plan, prepare};
 use kproxy_model::IpFamily;
 use kproxy_state::{Kind, StateConfig};
 use kproxy_testkit::{EndpointBuilder as Ep, Scenario, node, service, slice};
@@ -178,4 +178,97 @@ fn split_payloads_only_jump_to_chains_that_exist_and_end_as_a_full_payload_would
         applied = Some(planned.applied);
     }
     assert!(most >= 4, "the payloads were split into at most {most} restores");
+}
+
+/// The restores of a prepared plan, each rendered chunk by chunk.
+fn streamed(prepared: &kproxy_iptables::Prepared<'_>, max_chains: Option<usize>) -> Vec<String> {
+    prepared.restores(max_chains).iter().map(|r| prepared.chunks(r).collect::<String>()).collect()
+}
+
+/// What the materialised payload gives for the same restores.
+fn materialised(payload: &Payload, max_chains: Option<usize>) -> Vec<String> {
+    let parts = match max_chains {
+        Some(max) => payload.split(max),
+        None => vec![payload.clone()],
+    };
+    parts.iter().filter(|p| !p.is_empty()).map(Payload::render).collect()
+}
+
+#[test]
+fn streamed_restores_are_the_materialised_payloads_byte_for_byte() {
+    let mut s = node_a();
+    let mut applied: Option<Applied> = None;
+    let stale = Payload {
+        nat: kproxy_iptables::TablePayload { deleted: vec!["KUBE-SEP-STALE0000000000".into()], ..Default::default() },
+        ..Payload::default()
+    };
+    let mut split = 0;
+    for (i, step) in steps().iter().enumerate() {
+        step(&mut s);
+        s.sync();
+        for previous in [None, applied.as_ref()] {
+            let planned = plan(s.state(), IpFamily::V4, &config(), previous);
+            for max in [Some(3), Some(5), Some(10_000), None] {
+                let prepared = prepare(s.state(), IpFamily::V4, &config(), previous);
+                assert_eq!(streamed(&prepared, max), materialised(&planned.payload, max), "step {i}, max {max:?}");
+                split = split.max(prepared.restores(max).len());
+                // Stale chains of an earlier run, deleted in the last restore.
+                let mut prepared = prepared;
+                prepared.delete_also(stale.clone());
+                let mut payload = planned.payload.clone();
+                payload.nat.deleted.extend(stale.nat.deleted.iter().cloned());
+                assert_eq!(streamed(&prepared, max), materialised(&payload, max), "step {i}, max {max:?}, stale");
+            }
+            let prepared = prepare(s.state(), IpFamily::V4, &config(), previous);
+            assert_eq!(prepared.written_rules(), [planned.payload.filter.rules.len(), planned.payload.nat.rules.len()]);
+            assert_eq!(prepared.chain_count(), planned.payload.chain_count());
+        }
+        applied = Some(plan(s.state(), IpFamily::V4, &config(), applied.as_ref()).applied);
+    }
+    assert!(split >= 4, "the payloads were split into at most {split} restores");
+}
+
+#[test]
+fn a_big_payload_streams_in_bounded_chunks_and_a_partial_one_only_declares_the_changed_chains() {
+    let mut s = node_a();
+    for n in 0..300 {
+        s.service(
+            service("big", &format!("s{n}"))
+                .cluster_ip(&format!("10.96.{}.{}", n / 200, n % 200 + 1))
+                .port("", "TCP", 80)
+                .build(),
+        );
+        let sl = (0..10).fold(slice("big", &format!("s{n}-a"), &format!("s{n}")).port("", "TCP", 80), |sl, e| {
+            sl.endpoint(Ep::new(&format!("10.244.{}.{}", n % 250, e + 1)).node("node-b"))
+        });
+        s.slice(sl.build());
+    }
+    s.sync();
+    let cold = prepare(s.state(), IpFamily::V4, &config(), None);
+    let restores = cold.restores(None);
+    assert_eq!(restores.len(), 1);
+    let chunks: Vec<String> = cold.chunks(&restores[0]).collect();
+    assert!(chunks.len() > 4, "{} chunks", chunks.len());
+    // A chunk ends after the piece that crossed the bound: one port's rules
+    // or the fixed chain KUBE-SERVICES (a few hundred bytes per service).
+    for chunk in &chunks {
+        assert!(chunk.len() < CHUNK_BYTES + 64 * 1024, "a chunk of {} bytes", chunk.len());
+    }
+    let applied = cold.applied;
+    // One endpoint of one service changes: only its cluster chain and the
+    // endpoint chains come and go.
+    let sl = (0..10).fold(slice("big", "s7-a", "s7").port("", "TCP", 80), |sl, e| {
+        sl.endpoint(Ep::new(&format!("10.244.7.{}", e + 2)).node("node-b"))
+    });
+    s.slice(sl.build());
+    s.sync();
+    let partial = prepare(s.state(), IpFamily::V4, &config(), Some(&applied));
+    assert_eq!(partial.ports_planned, 1);
+    let text = streamed(&partial, None).concat();
+    let declared: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix(':')).collect();
+    let deleted: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("-X ")).collect();
+    assert_eq!(declared.len(), 1 + 1 + 1, "{text}");
+    assert_eq!(deleted.len(), 1, "{text}");
+    assert!(declared[0].starts_with("KUBE-SVC-"), "{text}");
+    assert!(declared[1].starts_with("KUBE-SEP-"), "{text}");
 }

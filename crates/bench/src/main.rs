@@ -26,6 +26,7 @@ mod machine;
 mod method;
 mod pacing;
 mod packet;
+mod parsers;
 mod plot;
 mod process;
 mod proxies;
@@ -111,6 +112,14 @@ enum Command {
         endpoints: usize,
         dir: PathBuf,
     },
+    /// Time candidate YAML parsers and kproxy's manifest reading on the
+    /// same files (multi-document YAML, or a JSON List): medians, Markdown.
+    Parsers {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// One measurement inside a network namespace (started by `run`).
     #[command(hide = true)]
     Worker { job: String },
@@ -143,6 +152,7 @@ fn main() -> ExitCode {
             let spec = workload::Spec::new(services, endpoints);
             spec.check().and_then(|()| spec.write_manifests(&dir)).map(|()| ExitCode::SUCCESS)
         }
+        Command::Parsers { runs, files } => parsers::compare(&files, runs).map(|()| ExitCode::SUCCESS),
         Command::Worker { job } => jobs::work(&job).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -119,6 +119,10 @@ fn what_the_subset_does_not_read_is_left_to_the_full_parser() {
         "\"a\": 1\n",
         "1: one\n",
         "true: yes\n",
+        "a: x\u{1}y\n",
+        "a: x\u{7f}y\n",
+        "a: x\u{85}y\n",
+        "a: x\u{2028}y\n",
     ];
     for text in left {
         assert_eq!(read(text), None, "{text:?}");

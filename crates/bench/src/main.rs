@@ -26,6 +26,7 @@ mod machine;
 mod method;
 mod pacing;
 mod packet;
+mod parsers;
 mod plot;
 mod process;
 mod proxies;
@@ -117,6 +118,14 @@ enum Command {
         one_file: Option<workload::FileFormat>,
         dir: PathBuf,
     },
+    /// Time candidate YAML parsers and kproxy's manifest reading on the
+    /// same files (multi-document YAML, or a JSON List): medians, Markdown.
+    Parsers {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// One measurement inside a network namespace (started by `run`).
     #[command(hide = true)]
     Worker { job: String },
@@ -153,6 +162,7 @@ fn main() -> ExitCode {
             };
             spec.check().and_then(|()| write()).map(|()| ExitCode::SUCCESS)
         }
+        Command::Parsers { runs, files } => parsers::compare(&files, runs).map(|()| ExitCode::SUCCESS),
         Command::Worker { job } => jobs::work(&job).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -30,8 +30,9 @@ pub fn tree(text: &str) -> Option<Value> {
             continue;
         }
         // Tabs, carriage returns and inline comments change how a line
-        // reads; the full parser knows how.
-        if line.bytes().any(|b| matches!(b, b'\t' | b'\r' | b'#')) {
+        // reads, and control characters (which YAML does not allow) and
+        // other line breaks are errors or line ends: the full parser knows.
+        if line.bytes().any(|b| b < b' ' || b == 0x7f || b == b'#') || (!line.is_ascii() && line.chars().any(unusual)) {
             return None;
         }
         lines.push(Line { indent: line.len() - content.len(), text: content.trim_end_matches(' ') });
@@ -48,6 +49,12 @@ pub fn tree(text: &str) -> Option<Value> {
         return None;
     }
     Some(root)
+}
+
+/// C1 controls (and NEL), line and paragraph separators, byte order marks
+/// and non-characters.
+fn unusual(c: char) -> bool {
+    matches!(c, '\u{80}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
 }
 
 #[derive(Clone, Copy)]

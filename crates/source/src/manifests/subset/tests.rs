@@ -71,6 +71,7 @@ fn comments_on_their_own_lines_and_blank_lines_are_skipped() {
 
 #[test]
 fn plain_scalars_resolve_as_the_full_parser_resolves_them() {
+    #[rustfmt::skip]
     let resolved = [
         "80", "0", "-1", "-0", "true", "False", "yes", "No", "ON", "off", "y", "N", "null", "~", "NULL", "Null",
         "nULL", "10.96.0.1", "10.96.0.0/12", "1:30", "inf", "-inf", "nan", "Infinity", "v1", "a b", "é", "1.2.3",
@@ -81,6 +82,7 @@ fn plain_scalars_resolve_as_the_full_parser_resolves_them() {
         assert!(read(&format!("k:\n- {scalar}\n")).is_some(), "{scalar} is left to the full parser");
     }
     // Read as the full parser reads them, or left to it.
+    #[rustfmt::skip]
     let subtle = [
         "0755", "+5", "-.", "1.5", "1e3", ".5", "5.", ".inf", "-.inf", ".nan", "+.nan", "0x1F", "0X1F", "0o17", "0b101",
         "1_000", "18446744073709551616", "-9223372036854775809", "2024-01-01", "12abc", "-", "?", ":", "a:", "|",
@@ -117,6 +119,10 @@ fn what_the_subset_does_not_read_is_left_to_the_full_parser() {
         "\"a\": 1\n",
         "1: one\n",
         "true: yes\n",
+        "a: x\u{1}y\n",
+        "a: x\u{7f}y\n",
+        "a: x\u{85}y\n",
+        "a: x\u{2028}y\n",
     ];
     for text in left {
         assert_eq!(read(text), None, "{text:?}");
@@ -147,6 +153,7 @@ fn broken_documents_are_left_to_the_full_parser_to_report() {
 /// full parser refuses the subset must leave.
 #[test]
 fn random_documents_read_the_same_or_are_left() {
+    #[rustfmt::skip]
     let pieces = [
         "a: 1", "b: x", "c:", "- 1", "- x: 1", "-", "d: []", "e: {}", "f: 'q'", "g: \"q\"", "- - 1", "h: y",
         "i: 10.0.0.1", "j: -5", "k: a b", "a: 2", "# c", "", "- 'x'", "l: ~", "m: a:b", "n: http://x",

@@ -26,6 +26,7 @@ mod machine;
 mod method;
 mod pacing;
 mod packet;
+#[cfg(feature = "parsers")]
 mod parsers;
 mod plot;
 mod process;
@@ -120,6 +121,8 @@ enum Command {
     },
     /// Time candidate YAML parsers and kproxy's manifest reading on the
     /// same files (multi-document YAML, or a JSON List): medians, Markdown.
+    /// Built with `--features parsers` only.
+    #[cfg(feature = "parsers")]
     Parsers {
         #[arg(long, default_value_t = 5)]
         runs: usize,
@@ -162,6 +165,7 @@ fn main() -> ExitCode {
             };
             spec.check().and_then(|()| write()).map(|()| ExitCode::SUCCESS)
         }
+        #[cfg(feature = "parsers")]
         Command::Parsers { runs, files } => parsers::compare(&files, runs).map(|()| ExitCode::SUCCESS),
         Command::Worker { job } => jobs::work(&job).map(|()| ExitCode::SUCCESS),
     };

@@ -127,7 +127,7 @@ fn generated_endpoints(i: usize, family: &str, count: usize, shift: usize) -> Ve
             match i % 4 {
                 1 => ep = ep.hint_zones(&[ZONES[k % 2]]),
                 2 => ep = ep.hint_nodes(&[NODES[k % 3]]),
-                3 if k % 2 == 0 => ep = ep.hint_zones(&["zone-a", "zone-c"]).hint_nodes(&["node-a"]),
+                3 if k.is_multiple_of(2) => ep = ep.hint_zones(&["zone-a", "zone-c"]).hint_nodes(&["node-a"]),
                 _ => {}
             }
             ep
@@ -149,7 +149,7 @@ fn add_slices(s: &mut Scenario, i: usize, shift: usize) {
     let ns = format!("ns-{}", i % 3);
     let svc = format!("svc-{i:02}");
     for family in families(i) {
-        let parts = if i % 4 == 0 && *family == "IPv4" { 2 } else { 1 };
+        let parts = if i.is_multiple_of(4) && *family == "IPv4" { 2 } else { 1 };
         for part in 0..parts {
             let mut b = slice(&ns, &format!("{svc}-{}-{part}", family.to_lowercase()), &svc)
                 .address_type(family)
@@ -160,7 +160,7 @@ fn add_slices(s: &mut Scenario, i: usize, shift: usize) {
                 2 => b.port("grpc", "TCP", 19090),
                 _ => b,
             };
-            if i % 10 == 0 {
+            if i.is_multiple_of(10) {
                 b = b.annotation("endpoints.kubernetes.io/last-change-trigger-time", "2026-11-30T12:00:00Z");
             }
             for ep in generated_endpoints(i, family, 2 + (i + part) % 5, shift + part * 10) {

@@ -20,8 +20,10 @@ pub fn for_mode(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Arc<
     Ok(match mode {
         Some(ProxyMode::Nftables) => {
             let config = crate::mode::nftables_config(config);
+            // What a full plan skips, without collecting its elements.
             Arc::new(move |state: &ProxyState| {
-                kproxy_nftables::plan(state, &Changes::default(), true, &config, None).skips
+                let sink = &mut kproxy_nftables::Discard;
+                kproxy_nftables::plan_streamed(state, &Changes::default(), true, &config, None, sink).skips
             })
         }
         Some(ProxyMode::Iptables) => {

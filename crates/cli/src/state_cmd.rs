@@ -95,5 +95,9 @@ pub fn state(args: StateArgs) -> anyhow::Result<ExitCode> {
         Output::Table => crate::output::print(&table::render(&report))?,
         Output::Json => crate::output::print(&format!("{}\n", serde_json::to_string_pretty(&report)?))?,
     }
-    Ok(loaded.exit_code())
+    let code = loaded.exit_code();
+    // The process exits next: freeing every record one by one would only
+    // add time (a tenth of `kproxy state` on a 10k-service folder).
+    std::mem::forget(loaded);
+    Ok(code)
 }

@@ -32,4 +32,4 @@ pub use config::{LocalDetector, PlanConfig};
 pub use objects::{BaseChain, Chain, ChainType, Element, Hook, SetData, SetDef, Table};
 pub use plan::{Applied, FamilyPlan, Op, Plan, Planned, plan, plan_streamed, table};
 pub use port::{MAX_WEIGHTED_SLOTS, SCHEDULERS, support};
-pub use sink::{Collect, ElementSink};
+pub use sink::{Collect, Discard, ElementSink};

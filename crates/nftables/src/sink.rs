@@ -29,6 +29,17 @@ pub trait ElementSink {
     fn element(&mut self, family: IpFamily, set: &str, key: &[Atom], data: Option<&Data>);
 }
 
+/// Drops every element: for callers that want what a full plan decides
+/// (its skipped frontends, its kept state) without its elements.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Discard;
+
+impl ElementSink for Discard {
+    fn declare(&mut self, _family: IpFamily, _set: &SetDef) {}
+
+    fn element(&mut self, _family: IpFamily, _set: &str, _key: &[Atom], _data: Option<&Data>) {}
+}
+
 /// Collects the elements, to put them into the plan's ops.
 #[derive(Debug, Default)]
 pub struct Collect {

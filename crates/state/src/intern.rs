@@ -18,10 +18,14 @@ struct Table {
     strings: HashSet<Arc<str>>,
     /// Sweep when the table reaches this size.
     sweep_at: usize,
+    /// [`heap_str`] of every string in the table, kept as strings come and
+    /// go: the state's memory gauge asks after every sync, under the lock
+    /// every source's conversion takes.
+    text_bytes: usize,
 }
 
 static TABLE: LazyLock<Mutex<Table>> =
-    LazyLock::new(|| Mutex::new(Table { strings: HashSet::new(), sweep_at: MIN_SWEEP }));
+    LazyLock::new(|| Mutex::new(Table { strings: HashSet::new(), sweep_at: MIN_SWEEP, text_bytes: 0 }));
 
 /// The shared copy of `text`.
 pub fn intern(text: &str) -> Arc<str> {
@@ -32,6 +36,7 @@ pub fn intern(text: &str) -> Arc<str> {
     }
     let shared: Arc<str> = Arc::from(text);
     table.strings.insert(Arc::clone(&shared));
+    table.text_bytes += heap_str(text.len());
     if table.strings.len() >= table.sweep_at {
         sweep(&mut table);
     }
@@ -44,7 +49,15 @@ pub fn intern_opt(text: Option<&str>) -> Option<Arc<str>> {
 }
 
 fn sweep(table: &mut Table) {
-    table.strings.retain(|s| Arc::strong_count(s) > 1);
+    let mut freed = 0;
+    table.strings.retain(|s| {
+        let live = Arc::strong_count(s) > 1;
+        if !live {
+            freed += heap_str(s.len());
+        }
+        live
+    });
+    table.text_bytes -= freed;
     table.strings.shrink_to_fit();
     table.sweep_at = (table.strings.len() * 2).max(MIN_SWEEP);
 }
@@ -53,8 +66,7 @@ fn sweep(table: &mut Table) {
 /// table slots; dead strings not yet swept included).
 pub fn interned() -> (usize, usize) {
     let table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
-    let text: usize = table.strings.iter().map(|s| heap_str(s.len())).sum();
-    (table.strings.len(), text + table.strings.capacity() * (size_of::<Arc<str>>() + 1))
+    (table.strings.len(), table.text_bytes + table.strings.capacity() * (size_of::<Arc<str>>() + 1))
 }
 
 /// Heap bytes of an `Arc<str>` of `len` bytes: two counters and the text.
@@ -85,5 +97,24 @@ mod tests {
         assert!(weak.upgrade().is_none(), "an unused string survived the sweep");
         assert!(Arc::ptr_eq(&kept, &intern("kept-by-a-record")));
         drop(filler);
+    }
+
+    #[test]
+    fn the_byte_total_is_kept_exactly_through_inserts_and_sweeps() {
+        let recount = || {
+            let table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
+            (table.text_bytes, table.strings.iter().map(|s| heap_str(s.len())).sum::<usize>())
+        };
+        let kept: Vec<Arc<str>> = (0..MIN_SWEEP).map(|i| intern(&format!("kept-total-{i}"))).collect();
+        let (kept_total, sum) = recount();
+        assert_eq!(kept_total, sum);
+        // Dropped at once: the next sweep frees them and their bytes.
+        for i in 0..3 * MIN_SWEEP + interned().0 {
+            drop(intern(&format!("dropped-total-{i}")));
+        }
+        let (after, sum) = recount();
+        assert_eq!(after, sum);
+        assert!(after < kept_total + 3 * MIN_SWEEP * heap_str("dropped-total-0000".len()), "nothing was swept");
+        drop(kept);
     }
 }

@@ -23,6 +23,8 @@ pub enum ProxyMode {
     Nftables,
     /// kproxy's own mode: forwarding through userspace sockets.
     Userspace,
+    /// kproxy's own mode: BPF programs on cgroup socket hooks and tc.
+    Ebpf,
 }
 
 impl ProxyMode {
@@ -33,6 +35,7 @@ impl ProxyMode {
             ProxyMode::Ipvs => "ipvs",
             ProxyMode::Nftables => "nftables",
             ProxyMode::Userspace => "userspace",
+            ProxyMode::Ebpf => "ebpf",
         }
     }
 }
@@ -42,6 +45,29 @@ impl fmt::Display for ProxyMode {
         f.write_str(self.as_str())
     }
 }
+
+/// The ebpf mode's settings (kproxy's own flags; the configuration file
+/// has no section for them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ebpf {
+    /// `--ebpf-cgroup`: whose sockets are load balanced; `None`: the root
+    /// of the cgroup v2 hierarchy (every process, every pod, on a node).
+    pub cgroup: Option<std::path::PathBuf>,
+    /// `--ebpf-pin-dir`: where maps and links are pinned.
+    pub pin_dir: std::path::PathBuf,
+    /// `--ebpf-devices`: the interfaces tc programs sit on; empty: the
+    /// interfaces holding the node's addresses.
+    pub devices: Vec<String>,
+}
+
+impl Default for Ebpf {
+    fn default() -> Self {
+        Ebpf { cgroup: None, pin_dir: std::path::PathBuf::from(EBPF_PIN_DIR), devices: Vec::new() }
+    }
+}
+
+/// Where the ebpf mode pins its maps and links unless told otherwise.
+pub const EBPF_PIN_DIR: &str = "/sys/fs/bpf/kproxy";
 
 /// How traffic from local pods is recognised (`detectLocalMode`).
 /// Which iptables tools iptables mode runs (`--iptables-backend`).
@@ -204,6 +230,8 @@ pub struct Config {
     /// kproxy: which iptables tools iptables mode runs
     /// (`--iptables-backend`); `None` when not given.
     pub iptables_backend: Option<IptablesBackend>,
+    /// kproxy: the ebpf mode's settings (flags only).
+    pub ebpf: Ebpf,
     /// Masquerade all service traffic.
     pub masquerade_all: bool,
     /// The fwmark bit (0-31) of packets to masquerade.

@@ -36,5 +36,8 @@ pub fn configz(document: &KubeProxyConfiguration) -> String {
 /// The given flags whose values the document cannot carry.
 pub fn not_in_document(flags: &Flags) -> Vec<&'static str> {
     let given = flags.given();
-    ["--master", "--service-cidrs", "--iptables-backend"].into_iter().filter(|f| given.contains(f)).collect()
+    ["--master", "--service-cidrs", "--iptables-backend", "--ebpf-cgroup", "--ebpf-pin-dir", "--ebpf-devices"]
+        .into_iter()
+        .filter(|f| given.contains(f))
+        .collect()
 }

@@ -161,6 +161,19 @@ pub struct Flags {
     /// kproxy: iptables mode's tools: auto (the node's), legacy or nft.
     #[arg(long, value_name = "BACKEND")]
     pub iptables_backend: Option<String>,
+    /// kproxy: ebpf mode: the cgroup v2 whose processes' sockets are load
+    /// balanced (default: the root of the cgroup v2 hierarchy).
+    #[arg(long, value_name = "PATH")]
+    pub ebpf_cgroup: Option<std::path::PathBuf>,
+    /// kproxy: ebpf mode: where its maps and links are pinned, in a bpffs
+    /// (default: /sys/fs/bpf/kproxy).
+    #[arg(long, value_name = "DIR")]
+    pub ebpf_pin_dir: Option<std::path::PathBuf>,
+    /// kproxy: ebpf mode: the interfaces whose traffic from outside is
+    /// NATed by tc programs, comma-separated (default: the interfaces that
+    /// hold the node's addresses).
+    #[arg(long, value_name = "INTERFACES", value_delimiter = ',')]
+    pub ebpf_devices: Option<Vec<String>>,
 }
 
 impl Flags {
@@ -212,6 +225,9 @@ impl Flags {
             ("--logging-format", self.logging_format.is_some()),
             ("--service-cidrs", self.service_cidrs.is_some()),
             ("--iptables-backend", self.iptables_backend.is_some()),
+            ("--ebpf-cgroup", self.ebpf_cgroup.is_some()),
+            ("--ebpf-pin-dir", self.ebpf_pin_dir.is_some()),
+            ("--ebpf-devices", self.ebpf_devices.is_some()),
         ];
         text.into_iter().filter(|(_, given)| *given).map(|(name, _)| name).collect()
     }

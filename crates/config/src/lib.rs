@@ -32,8 +32,8 @@ pub mod wire;
 use std::fmt;
 
 pub use config::{
-    ClientConnection, Config, Conntrack, DetectLocalMode, IptablesBackend, Ipvs, LogFormat, Logging, NodePortAddresses,
-    ProxyMode,
+    ClientConnection, Config, Conntrack, DetectLocalMode, EBPF_PIN_DIR, Ebpf, IptablesBackend, Ipvs, LogFormat,
+    Logging, NodePortAddresses, ProxyMode,
 };
 pub use duration::{GoDuration, ParseDurationError};
 pub use effective::{GROUP_NAME, configz, not_in_document, to_json, to_yaml};

@@ -42,6 +42,8 @@ pub(crate) struct Overlay {
     pub service_cidrs: Vec<String>,
     /// `--iptables-backend`, unparsed.
     pub iptables_backend: Option<String>,
+    /// `--ebpf-cgroup`, `--ebpf-pin-dir`, `--ebpf-devices`.
+    pub ebpf: crate::config::Ebpf,
     /// `mode` was unset and reads as the caller's default mode.
     pub default_mode: bool,
 }
@@ -172,6 +174,13 @@ pub(crate) fn apply(
         o.service_cidrs = list(v);
     }
     o.iptables_backend.clone_from(&flags.iptables_backend);
+    o.ebpf.cgroup.clone_from(&flags.ebpf_cgroup);
+    if let Some(dir) = &flags.ebpf_pin_dir {
+        o.ebpf.pin_dir.clone_from(dir);
+    }
+    if let Some(devices) = &flags.ebpf_devices {
+        o.ebpf.devices = devices.iter().map(|d| d.trim().to_owned()).filter(|d| !d.is_empty()).collect();
+    }
     Ok(o)
 }
 

@@ -19,7 +19,7 @@ use crate::overlay::Overlay;
 use crate::wire::KubeProxyConfiguration;
 use crate::{Config, ConfigError, DetectLocalMode, GoDuration, IptablesBackend, NodePortAddresses, ProxyMode};
 
-const MODE_ALLOWED: &str = "iptables, ipvs, nftables, userspace, or empty for the best available";
+const MODE_ALLOWED: &str = "iptables, ipvs, nftables, userspace, ebpf, or empty for the best available";
 const DETECT_LOCAL_ALLOWED: &str =
     "ClusterCIDR, NodeCIDR, BridgeInterface, InterfaceNamePrefix, or empty for ClusterCIDR";
 const CIDR_ALLOWED: &str = "a CIDR such as 10.0.0.0/8 or fd00::/64";
@@ -93,9 +93,26 @@ fn parse_mode(s: &str) -> Result<Option<ProxyMode>, String> {
         "ipvs" => ProxyMode::Ipvs,
         "nftables" => ProxyMode::Nftables,
         "userspace" => ProxyMode::Userspace,
+        "ebpf" => ProxyMode::Ebpf,
         "kernelspace" => return Err("unsupported value \"kernelspace\": Windows only".to_owned()),
         other => return Err(format!("unsupported value {other:?}")),
     }))
+}
+
+/// The ebpf flags: paths must be absolute (kproxy may run with another
+/// working directory than the one it was configured from), names non-empty.
+fn ebpf(ck: &Check<'_>, given: &crate::config::Ebpf) -> Result<crate::config::Ebpf, ConfigError> {
+    if let Some(cgroup) = &given.cgroup
+        && !cgroup.is_absolute()
+    {
+        let reason = format!("{} is not an absolute path", cgroup.display());
+        return Err(ck.invalid("--ebpf-cgroup", reason, "a cgroup v2 directory such as /sys/fs/cgroup"));
+    }
+    if !given.pin_dir.is_absolute() {
+        let reason = format!("{} is not an absolute path", given.pin_dir.display());
+        return Err(ck.invalid("--ebpf-pin-dir", reason, "a directory in a bpffs such as /sys/fs/bpf/kproxy"));
+    }
+    Ok(given.clone())
 }
 
 fn parse_detect_local_mode(s: &str) -> Option<DetectLocalMode> {
@@ -184,6 +201,7 @@ pub(crate) fn resolve(c: &KubeProxyConfiguration, overlay: &Overlay) -> Result<C
         cluster_cidrs,
         service_cidrs,
         iptables_backend,
+        ebpf: ebpf(&ck, &overlay.ebpf)?,
         masquerade_all,
         masquerade_bit,
         localhost_node_ports: c.iptables.localhost_node_ports.unwrap_or(true),

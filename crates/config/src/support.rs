@@ -59,23 +59,27 @@ impl Setting {
     }
 }
 
-use ProxyMode::{Iptables, Ipvs, Nftables, Userspace};
+use ProxyMode::{Ebpf, Iptables, Ipvs, Nftables, Userspace};
 use Support::{Ignored, Modes, NotYet};
 
 /// The modes in the order the docs' table shows them.
-pub const MODES: [ProxyMode; 4] = [Nftables, Iptables, Ipvs, Userspace];
+pub const MODES: [ProxyMode; 5] = [Nftables, Iptables, Ipvs, Userspace, Ebpf];
 
 const ALL: Support = Modes(&MODES);
-const KERNEL: Support = Modes(&[Nftables, Iptables, Ipvs]);
+const KERNEL: Support = Modes(&[Nftables, Iptables, Ipvs, Ebpf]);
+/// The interface-based local-traffic detectors: the ebpf mode's programs
+/// tell local sources by address only.
+const INTERFACE_DETECTOR: Support = Modes(&[Nftables, Iptables, Ipvs]);
+const EBPF: Support = Modes(&[Ebpf]);
 const NFTABLES: Support = Modes(&[Nftables]);
 const IPTABLES: Support = Modes(&[Iptables]);
 const IPVS: Support = Modes(&[Ipvs]);
 /// The modes that read the `iptables` section (upstream: every mode but
 /// ipvs and nftables).
-const IPTABLES_SECTION: Support = Modes(&[Iptables, Userspace]);
-/// The iptables masquerade bit and `masqueradeAll`: the iptables mode and
-/// IPVS's companion table.
-const IPTABLES_MASQUERADE: Support = Modes(&[Iptables, Ipvs]);
+const IPTABLES_SECTION: Support = Modes(&[Iptables, Userspace, Ebpf]);
+/// The iptables masquerade bit and `masqueradeAll`: the iptables mode,
+/// IPVS's companion table and the ebpf mode.
+const IPTABLES_MASQUERADE: Support = Modes(&[Iptables, Ipvs, Ebpf]);
 const WINDOWS: Support = Ignored("Windows only");
 /// kube-rs reads and writes JSON; protobuf is not available to it.
 const JSON_ONLY: Support = Ignored("kproxy talks JSON to the API server");
@@ -128,9 +132,9 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("iptables.localhostNodePorts", "--iptables-localhost-nodeports", IPTABLES),
     field("iptables.syncPeriod", "", IPTABLES_SECTION),
     field("iptables.minSyncPeriod", "", IPTABLES_SECTION),
-    field("", "--iptables-sync-period", Modes(&[Nftables, Iptables, Userspace]))
+    field("", "--iptables-sync-period", Modes(&[Nftables, Iptables, Userspace, Ebpf]))
         .with_note("writes `nftables.syncPeriod` in nftables mode"),
-    field("", "--iptables-min-sync-period", Modes(&[Nftables, Iptables, Userspace]))
+    field("", "--iptables-min-sync-period", Modes(&[Nftables, Iptables, Userspace, Ebpf]))
         .with_note("writes `nftables.minSyncPeriod` in nftables mode"),
     field("ipvs.syncPeriod", "--ipvs-sync-period", IPVS),
     field("ipvs.minSyncPeriod", "--ipvs-min-sync-period", IPVS),
@@ -153,9 +157,9 @@ pub(crate) const FIELDS: &[Setting] = &[
     field("winkernel.rootHnsEndpointName", "", WINDOWS),
     field("winkernel.forwardHealthCheckVip", "", WINDOWS),
     field("detectLocalMode", "--detect-local-mode", KERNEL)
-        .with_note("userspace mode tells pods by `clusterCIDR` alone"),
-    field("detectLocal.bridgeInterface", "--pod-bridge-interface", KERNEL),
-    field("detectLocal.interfaceNamePrefix", "--pod-interface-name-prefix", KERNEL),
+        .with_note("userspace mode tells pods by `clusterCIDR` alone; ebpf mode refuses the interface detectors"),
+    field("detectLocal.bridgeInterface", "--pod-bridge-interface", INTERFACE_DETECTOR),
+    field("detectLocal.interfaceNamePrefix", "--pod-interface-name-prefix", INTERFACE_DETECTOR),
     field("clusterCIDR", "--cluster-cidr", ALL),
     field("nodePortAddresses", "--nodeport-addresses", ALL),
     field("oomScoreAdj", "--oom-score-adj", ALL).with_note("not in a dry run"),
@@ -177,9 +181,12 @@ pub(crate) const FIELDS: &[Setting] = &[
     ),
     field("portRange", "", Ignored("unused upstream too")),
     field("windowsRunAsService", "", WINDOWS),
-    field("", "--service-cidrs", Modes(&[Nftables, Ipvs]))
+    field("", "--service-cidrs", Modes(&[Nftables, Ipvs, Ebpf]))
         .with_note("kproxy's own; the `ServiceCIDR` objects of the API server add to them"),
     field("", "--iptables-backend", IPTABLES).with_note("kproxy's own"),
+    field("", "--ebpf-cgroup", EBPF).with_note("kproxy's own; default: the cgroup v2 root"),
+    field("", "--ebpf-pin-dir", EBPF).with_note("kproxy's own; default: /sys/fs/bpf/kproxy"),
+    field("", "--ebpf-devices", EBPF).with_note("kproxy's own; default: the interfaces holding the node's addresses"),
 ];
 
 /// Every setting, in upstream's field order (see [`FIELDS`]).

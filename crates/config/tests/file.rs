@@ -222,13 +222,13 @@ fn invalid_values_name_field_value_and_allowed() {
     let cases = [
         (
             "mode: foo",
-            "mode: unsupported value \"foo\" (allowed: iptables, ipvs, nftables, userspace, or empty for the best \
+            "mode: unsupported value \"foo\" (allowed: iptables, ipvs, nftables, userspace, ebpf, or empty for the best \
              available)",
         ),
         (
             "mode: kernelspace",
             "mode: unsupported value \"kernelspace\": Windows only (allowed: iptables, ipvs, nftables, userspace, \
-             or empty for the best available)",
+             ebpf, or empty for the best available)",
         ),
         ("iptables:\n  masqueradeBit: 40", "iptables.masqueradeBit: 40 is out of range (allowed: 0-31)"),
         // Upstream checks the iptables bit in every mode.

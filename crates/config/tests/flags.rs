@@ -169,7 +169,7 @@ fn flag_errors_name_the_flag() {
     let cases: [(&[&str], &str); 15] = [
         (
             &["--proxy-mode=foo"],
-            "--proxy-mode: unsupported value \"foo\" (allowed: iptables, ipvs, nftables, userspace, or empty for \
+            "--proxy-mode: unsupported value \"foo\" (allowed: iptables, ipvs, nftables, userspace, ebpf, or empty for \
              the best available)",
         ),
         (&["--iptables-masquerade-bit=40"], "--iptables-masquerade-bit: 40 is out of range (allowed: 0-31)"),
@@ -254,7 +254,7 @@ fn settings_no_mode_or_not_the_running_mode_acts_on_warn_and_the_others_do_not()
             "logging.vmodule[].filePattern: not implemented yet; ignored",
             "logging.vmodule[].verbosity: not implemented yet; ignored",
             "--profiling: not implemented yet; ignored",
-            "--iptables-sync-period: no effect in ipvs mode (used by the nftables, iptables and userspace modes)",
+            "--iptables-sync-period: no effect in ipvs mode (used by the nftables, iptables, userspace and ebpf modes)",
             "winkernel.networkName: Windows only; ignored",
             "portRange: unused upstream too; ignored",
         ]
@@ -262,7 +262,7 @@ fn settings_no_mode_or_not_the_running_mode_acts_on_warn_and_the_others_do_not()
     assert_eq!(
         warnings(None, &["--ipvs-sync-period=5s", "--proxy-mode=nftables", "--iptables-masquerade-bit=3"]),
         [
-            "--iptables-masquerade-bit: no effect in nftables mode (used by the iptables and ipvs modes)",
+            "--iptables-masquerade-bit: no effect in nftables mode (used by the iptables, ipvs and ebpf modes)",
             "--ipvs-sync-period: no effect in nftables mode (used by the ipvs mode)",
         ]
     );

@@ -32,7 +32,7 @@ fn a_setting_another_mode_applies_warns_naming_the_running_mode() {
     assert_eq!(
         texts(&present, &["--ipvs-strict-arp"], Some(Nftables)),
         [
-            "iptables.masqueradeBit: no effect in nftables mode (used by the iptables and ipvs modes)",
+            "iptables.masqueradeBit: no effect in nftables mode (used by the iptables, ipvs and ebpf modes)",
             "ipvs.scheduler: no effect in nftables mode (used by the ipvs and userspace modes)",
             "--ipvs-strict-arp: no effect in nftables mode (used by the ipvs mode)",
         ]
@@ -40,8 +40,8 @@ fn a_setting_another_mode_applies_warns_naming_the_running_mode() {
     assert_eq!(
         texts(&["detectLocalMode"], &["--conntrack-min"], Some(Userspace)),
         [
-            "detectLocalMode: no effect in userspace mode (used by the nftables, iptables and ipvs modes)",
-            "--conntrack-min: no effect in userspace mode (used by the nftables, iptables and ipvs modes)",
+            "detectLocalMode: no effect in userspace mode (used by the nftables, iptables, ipvs and ebpf modes)",
+            "--conntrack-min: no effect in userspace mode (used by the nftables, iptables, ipvs and ebpf modes)",
         ]
     );
 }

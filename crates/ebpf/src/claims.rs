@@ -57,9 +57,8 @@ impl Claims {
             self.owners.remove(&key);
             return None;
         };
-        let rank = |(name, kind): &(ServicePortName, FrontendKind)| {
-            (*kind != FrontendKind::ClusterIp, Some(name) != before)
-        };
+        let rank =
+            |(name, kind): &(ServicePortName, FrontendKind)| (*kind != FrontendKind::ClusterIp, Some(name) != before);
         let owner = all.iter().min_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.0.cmp(&b.0))).map(|(n, _)| n.clone());
         match &owner {
             Some(o) => self.owners.insert(key, o.clone()),

@@ -88,7 +88,13 @@ fn chains(config: &PlanConfig) -> Vec<Chain> {
     forward.push(unowned.clone());
     vec![
         base(FILTER_FORWARD, ChainType::Filter, Hook::Forward, FILTER, forward),
-        base(FILTER_INPUT, ChainType::Filter, Hook::Input, FILTER, vec![Rule::new(vec![new()], vec![jump(REJECT_MARKED)])]),
+        base(
+            FILTER_INPUT,
+            ChainType::Filter,
+            Hook::Input,
+            FILTER,
+            vec![Rule::new(vec![new()], vec![jump(REJECT_MARKED)])],
+        ),
         base(FILTER_OUTPUT, ChainType::Filter, Hook::Output, FILTER, vec![unowned]),
         base(
             NAT_POSTROUTING,

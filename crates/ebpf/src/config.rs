@@ -26,7 +26,9 @@ pub const SCHEDULERS: [Scheduler; 6] =
 pub enum Error {
     /// The reject mark shares a bit with the masquerade mark (or is 0):
     /// the companion table could not tell the two apart.
-    #[error("reject mark {reject:#x} must be non-zero and must not share a bit with the masquerade mark {masquerade:#x}")]
+    #[error(
+        "reject mark {reject:#x} must be non-zero and must not share a bit with the masquerade mark {masquerade:#x}"
+    )]
     MarkCollision { reject: u32, masquerade: u32 },
     /// `masqueradeBit` is out of the mark's 32 bits.
     #[error("masquerade bit {0} is not in 0..=31")]

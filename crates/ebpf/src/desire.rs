@@ -83,7 +83,8 @@ pub(crate) fn desire(port: &ServicePort, owned: &[Frontend], config: &PlanConfig
         }
         None => Scheduler::Random,
     };
-    let mut lists = Lists { port, scheduler, groups: &mut out.groups, skips: &mut out.skips, cluster: None, local: None };
+    let mut lists =
+        Lists { port, scheduler, groups: &mut out.groups, skips: &mut out.skips, cluster: None, local: None };
     let mut frontends = Vec::new();
     for f in owned {
         if f.kind == FrontendKind::NodePort && f.ip.is_loopback() {

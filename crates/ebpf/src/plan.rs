@@ -225,7 +225,8 @@ impl<'a> Sync<'a> {
             *slot = old.groups.iter().copied().find(|id| same(&self.applied, *id, i));
         }
         for f in &d.frontends {
-            let Some(adopted) = self.applied.frontends.get(&f.key).copied().filter(|_| self.applied.orphan_frontends.contains(&f.key))
+            let Some(adopted) =
+                self.applied.frontends.get(&f.key).copied().filter(|_| self.applied.orphan_frontends.contains(&f.key))
             else {
                 continue;
             };
@@ -320,8 +321,14 @@ impl<'a> Sync<'a> {
         *count += 1;
         if *count == 1 {
             let reject = Selection { group: 0, count: 0, verdict: verdict::REJECT, sched: sched::RANDOM };
-            let value =
-                Frontend { internal: reject, external: reject, id: 0, affinity_timeout: 0, flags: flags::OWNED_ADDRESS, pad: 0 };
+            let value = Frontend {
+                internal: reject,
+                external: reject,
+                id: 0,
+                affinity_timeout: 0,
+                flags: flags::OWNED_ADDRESS,
+                pad: 0,
+            };
             self.set_frontend(owned_key(addr), Some(value));
         }
     }

@@ -57,7 +57,10 @@ fn backend_text(b: &Backend) -> String {
 
 fn selection_text(s: &Selection) -> String {
     match s.verdict {
-        verdict::FORWARD => format!("group {} ({}, {} slots)", s.group, sched_name(s.sched), s.count),
+        verdict::FORWARD => {
+            let plural = if s.count == 1 { "" } else { "s" };
+            format!("group {} ({}, {} slot{plural})", s.group, sched_name(s.sched), s.count)
+        }
         verdict::REJECT => "REJECT".into(),
         verdict::DROP => "DROP".into(),
         other => format!("verdict {other}"),
@@ -102,7 +105,11 @@ pub fn contents(c: &Contents) -> String {
             .map(|r| prefix_text(r.addr, r.prefixlen.saturating_sub(32)))
             .collect();
         if f.flags & flags::SOURCE_RANGES != 0 {
-            let _ = writeln!(out, "  allowed sources: {}", if ranges.is_empty() { "none".into() } else { ranges.join(", ") });
+            let _ = writeln!(
+                out,
+                "  allowed sources: {}",
+                if ranges.is_empty() { "none".into() } else { ranges.join(", ") }
+            );
         }
     }
     let mut groups: BTreeMap<u32, Vec<(u32, &Backend)>> = BTreeMap::new();
@@ -114,8 +121,11 @@ pub fn contents(c: &Contents) -> String {
         let _ = writeln!(out, "group {group}: {}", slots_text(&slots));
     }
     let _ = writeln!(out, "# kp_local_cidrs ({})", c.local_cidrs.len());
-    for cidr in &c.local_cidrs {
-        let _ = writeln!(out, "{}", prefix_text(cidr.addr, cidr.prefixlen));
+    let mut cidrs: Vec<(std::net::IpAddr, String)> =
+        c.local_cidrs.iter().map(|k| (ip_of(k.addr), prefix_text(k.addr, k.prefixlen))).collect();
+    cidrs.sort();
+    for (_, cidr) in cidrs {
+        let _ = writeln!(out, "{cidr}");
     }
     out
 }

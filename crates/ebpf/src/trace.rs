@@ -10,8 +10,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-pub use kproxy_nftables::trace::{Branch, Fate, Trace};
 use kproxy_model::{IpNet, Protocol};
+pub use kproxy_nftables::trace::{Branch, Fate, Trace};
 
 use crate::desire::{frontend_key, owned_key};
 use crate::hash::kp_hash;

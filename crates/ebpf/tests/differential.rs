@@ -24,7 +24,8 @@ fn ip(s: &str) -> IpAddr {
 /// Sources reaching the tc program: pods on this and other nodes, a
 /// local endpoint (hairpin), clients outside inside and outside the
 /// load balancer's ranges.
-const SOURCES_V4: [&str; 6] = ["10.244.1.33", "10.244.2.33", "10.244.1.10", "203.0.113.7", "198.18.0.9", "192.168.77.50"];
+const SOURCES_V4: [&str; 6] =
+    ["10.244.1.33", "10.244.2.33", "10.244.1.10", "203.0.113.7", "198.18.0.9", "192.168.77.50"];
 const SOURCES_V6: [&str; 3] = ["fd00:10:244:1::33", "fd00:10:244:1::10", "2001:db8::7"];
 
 struct Target {

@@ -27,15 +27,20 @@ fn picks(c: &Contents, s: &maps::Selection) -> (u8, u8, Vec<Backend>) {
     (s.verdict, s.sched, slots)
 }
 
-type Canonical = BTreeMap<FrontendKey, ((u8, u8, Vec<Backend>), (u8, u8, Vec<Backend>), u32, u32, BTreeSet<(u32, [u8; 16])>)>;
+type Canonical =
+    BTreeMap<FrontendKey, ((u8, u8, Vec<Backend>), (u8, u8, Vec<Backend>), u32, u32, BTreeSet<(u32, [u8; 16])>)>;
 
 /// Contents with ids replaced by what they stand for.
 fn canonical(c: &Contents) -> Canonical {
     c.frontends
         .iter()
         .map(|(k, f)| {
-            let ranges =
-                c.source_ranges.iter().filter(|r| u32::from_be(r.id) == f.id && f.id != 0).map(|r| (r.prefixlen, r.addr)).collect();
+            let ranges = c
+                .source_ranges
+                .iter()
+                .filter(|r| u32::from_be(r.id) == f.id && f.id != 0)
+                .map(|r| (r.prefixlen, r.addr))
+                .collect();
             (*k, (picks(c, &f.internal), picks(c, &f.external), f.flags, f.affinity_timeout, ranges))
         })
         .collect()
@@ -70,7 +75,12 @@ fn change_things(s: &mut Scenario) {
             .build(),
     );
     s.service(service("default", "new").cluster_ip("10.96.0.95").port("http", "TCP", 80).build());
-    s.slice(slice("default", "new-1", "new").port("http", "TCP", 8080).endpoint(Ep::new("10.244.1.95").node("node-a")).build());
+    s.slice(
+        slice("default", "new-1", "new")
+            .port("http", "TCP", 8080)
+            .endpoint(Ep::new("10.244.1.95").node("node-a"))
+            .build(),
+    );
 }
 
 #[test]
@@ -150,20 +160,25 @@ fn no_frontend_ever_points_at_a_partial_group_and_groups_go_a_sync_after_release
     let mut s = everything_scenario();
     let mut applied = Applied::default();
     let mut maps = Contents::default();
-    let mut steps: Vec<Box<dyn Fn(&mut Scenario)>> = vec![
-        Box::new(|_| {}),
-        Box::new(change_things),
-        Box::new(|s| {
-            s.slice(slice("default", "new-1", "new").port("http", "TCP", 8080).endpoint(Ep::new("10.244.2.95").node("node-b")).build());
-        }),
-        Box::new(|s| {
+    let steps: [fn(&mut Scenario); 6] = [
+        |_| {},
+        change_things,
+        |s| {
+            s.slice(
+                slice("default", "new-1", "new")
+                    .port("http", "TCP", 8080)
+                    .endpoint(Ep::new("10.244.2.95").node("node-b"))
+                    .build(),
+            );
+        },
+        |s| {
             s.delete(Kind::Service, "default", "new");
-        }),
-        Box::new(|_| {}),
-        Box::new(|_| {}),
+        },
+        |_| {},
+        |_| {},
     ];
     let mut deleted_somewhere = false;
-    for (i, step) in steps.iter_mut().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
         step(&mut s);
         let changes = s.sync();
         let planned = plan(s.state(), &changes, i % 2 == 0, &config(), applied).expect("plans");
@@ -244,7 +259,11 @@ fn a_scheduler_the_programs_cannot_do_is_reported_not_silently_replaced() {
     port.scheduler = Some(kproxy_model::Scheduler::Lc);
     let state = state_of([port]);
     let planned = desired(&state, &config()).expect("plans");
-    assert!(planned.skips.iter().any(|s| s.contains("scheduler lc is not supported in ebpf mode")), "{:?}", planned.skips);
+    assert!(
+        planned.skips.iter().any(|s| s.contains("scheduler lc is not supported in ebpf mode")),
+        "{:?}",
+        planned.skips
+    );
     let f = planned.applied.contents().frontends[&key("10.96.0.1", 80)];
     assert_eq!(f.internal.sched, maps::sched::RANDOM);
 }

@@ -119,9 +119,12 @@ pub fn everything(s: &mut Scenario) {
             .endpoint(Ep::new("10.244.2.60").node("node-b"))
             .build(),
     );
-    for (name, ip, sched) in
-        [("wrr", "10.96.0.70", "wrr"), ("sh", "10.96.0.71", "sh"), ("dh", "10.96.0.72", "dh"), ("mh", "10.96.0.73", "mh")]
-    {
+    for (name, ip, sched) in [
+        ("wrr", "10.96.0.70", "wrr"),
+        ("sh", "10.96.0.71", "sh"),
+        ("dh", "10.96.0.72", "dh"),
+        ("mh", "10.96.0.73", "mh"),
+    ] {
         s.service(
             service("default", name)
                 .cluster_ip(ip)
@@ -139,9 +142,18 @@ pub fn everything(s: &mut Scenario) {
         );
     }
     s.service(
-        service("default", "lc").cluster_ip("10.96.0.74").port("http", "TCP", 80).annotation("kproxy.io/scheduler", "lc").build(),
+        service("default", "lc")
+            .cluster_ip("10.96.0.74")
+            .port("http", "TCP", 80)
+            .annotation("kproxy.io/scheduler", "lc")
+            .build(),
     );
-    s.slice(slice("default", "lc-1", "lc").port("http", "TCP", 8080).endpoint(Ep::new("10.244.2.74").node("node-b")).build());
+    s.slice(
+        slice("default", "lc-1", "lc")
+            .port("http", "TCP", 8080)
+            .endpoint(Ep::new("10.244.2.74").node("node-b"))
+            .build(),
+    );
     s.service(service("kube-system", "dns").cluster_ip("10.96.0.80").port("dns", "UDP", 53).build());
     s.slice(
         slice("kube-system", "dns-1", "dns")
@@ -150,12 +162,7 @@ pub fn everything(s: &mut Scenario) {
             .endpoint(Ep::new("10.244.2.80").node("node-b").terminating_serving())
             .build(),
     );
-    s.service(
-        service("default", "dying")
-            .cluster_ip("10.96.0.85")
-            .port("http", "TCP", 80)
-            .build(),
-    );
+    s.service(service("default", "dying").cluster_ip("10.96.0.85").port("http", "TCP", 80).build());
     s.slice(
         slice("default", "dying-1", "dying")
             .port("http", "TCP", 8080)

@@ -169,3 +169,93 @@ pub fn companion(tables: &[(IpFamily, Table)]) -> String {
 pub fn all(c: &Contents, tables: &[(IpFamily, Table)]) -> String {
     format!("{}# companion nftables table\n{}", contents(c), companion(tables))
 }
+
+/// What one scope of a frontend does, for a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListedSelection {
+    /// Backends with their number of slots (the weight the programs give
+    /// them), in address order.
+    Forward {
+        sched: &'static str,
+        backends: Vec<(SocketAddr, u32)>,
+    },
+    Reject,
+    Drop,
+}
+
+/// One frontend of the maps, for `kproxy list` (the caller adds the
+/// Service's name from its state, by frontend address and protocol).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub frontend: SocketAddr,
+    /// `TCP`, `UDP`, `SCTP`.
+    pub protocol: String,
+    pub flags: u32,
+    /// Seconds of session affinity, 0 for none.
+    pub affinity_timeout: u32,
+    pub internal: ListedSelection,
+    pub external: ListedSelection,
+}
+
+/// Every frontend of `c` (port-0 entries aside), in address order.
+pub fn listing(c: &Contents) -> Vec<Listed> {
+    let scope = |s: &Selection| match s.verdict {
+        verdict::FORWARD => {
+            let mut counts: BTreeMap<SocketAddr, u32> = BTreeMap::new();
+            for slot in 0..u32::from(s.count) {
+                if let Some(b) = c.backends.get(&BackendKey { group: s.group, slot }) {
+                    *counts.entry(SocketAddr::new(ip_of(b.addr), u16::from_be(b.port))).or_default() += 1;
+                }
+            }
+            ListedSelection::Forward { sched: sched_name(s.sched), backends: counts.into_iter().collect() }
+        }
+        verdict::DROP => ListedSelection::Drop,
+        _ => ListedSelection::Reject,
+    };
+    let mut rows: Vec<(FrontendKey, Listed)> = c
+        .frontends
+        .iter()
+        .filter(|(_, f)| f.flags & flags::OWNED_ADDRESS == 0)
+        .map(|(k, f)| {
+            let row = Listed {
+                frontend: SocketAddr::new(ip_of(k.addr), u16::from_be(k.port)),
+                protocol: proto_name(k.proto),
+                flags: f.flags,
+                affinity_timeout: f.affinity_timeout,
+                internal: scope(&f.internal),
+                external: scope(&f.external),
+            };
+            (*k, row)
+        })
+        .collect();
+    rows.sort_by_key(|(k, _)| display_order(k));
+    rows.into_iter().map(|(_, row)| row).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::maps::{Frontend, addr16};
+
+    #[test]
+    fn a_listing_counts_slots_per_backend_and_skips_owned_addresses() {
+        let mut c = Contents::default();
+        let backend = |ip: &str| Backend { addr: addr16(ip.parse().expect("ip")), port: 8080u16.to_be(), pad: 0 };
+        for (slot, ip) in ["10.0.0.2", "10.0.0.1", "10.0.0.2"].into_iter().enumerate() {
+            c.backends.insert(BackendKey { group: 1, slot: slot as u32 }, backend(ip));
+        }
+        let forward = Selection { group: 1, count: 3, verdict: verdict::FORWARD, sched: sched::RR };
+        let drop = Selection { verdict: verdict::DROP, ..Selection::default() };
+        let key = crate::desire::frontend_key("10.96.0.1".parse().expect("ip"), kproxy_model::Protocol::Tcp, 80);
+        let f = Frontend { internal: forward, external: drop, id: 1, flags: flags::EXTERNAL, ..Frontend::default() };
+        c.frontends.insert(key, f);
+        let owned = Frontend { flags: flags::OWNED_ADDRESS, ..Frontend::default() };
+        c.frontends.insert(crate::desire::owned_key(key.addr), owned);
+        let rows = listing(&c);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].frontend.to_string(), "10.96.0.1:80");
+        let want = vec![("10.0.0.1:8080".parse().expect("addr"), 1), ("10.0.0.2:8080".parse().expect("addr"), 2)];
+        assert_eq!(rows[0].internal, ListedSelection::Forward { sched: "rr", backends: want });
+        assert_eq!(rows[0].external, ListedSelection::Drop);
+    }
+}

@@ -314,3 +314,21 @@ fn a_one_service_change_at_10k_services_touches_only_that_service() {
     eprintln!("one-service partial plan at 10k services: {took:?}");
     assert!(took < std::time::Duration::from_millis(50), "{took:?}");
 }
+
+#[test]
+fn a_removed_frontends_id_is_not_reused_by_the_next_sync() {
+    let mut s = everything_scenario();
+    let first = full(s.state(), Applied::default());
+    let gone = first.applied.contents().frontends[&key("10.96.0.40", 80)].id;
+    s.delete(Kind::Service, "default", "empty");
+    let changes = s.sync();
+    let second = plan(s.state(), &changes, false, &config(), first.applied).expect("plans");
+    s.service(service("default", "again").cluster_ip("10.96.0.41").port("http", "TCP", 80).build());
+    let changes = s.sync();
+    let third = plan(s.state(), &changes, false, &config(), second.applied).expect("plans");
+    assert_ne!(third.applied.contents().frontends[&key("10.96.0.41", 80)].id, gone);
+    s.service(service("default", "later").cluster_ip("10.96.0.42").port("http", "TCP", 80).build());
+    let changes = s.sync();
+    let fourth = plan(s.state(), &changes, false, &config(), third.applied).expect("plans");
+    assert_eq!(fourth.applied.contents().frontends[&key("10.96.0.42", 80)].id, gone, "free again two syncs later");
+}

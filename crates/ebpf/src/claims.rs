@@ -77,3 +77,33 @@ impl Claims {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kproxy_model::{Protocol, ServiceName};
+
+    use super::*;
+
+    fn name(s: &str) -> ServicePortName {
+        ServicePortName::new(ServiceName::new("default", s), "http", Protocol::Tcp)
+    }
+
+    #[test]
+    fn a_cluster_ip_claim_beats_an_external_ip_and_a_previous_owner_keeps_its_frontend() {
+        let key = frontend_key("10.96.0.10".parse().expect("ip"), Protocol::Tcp, 80);
+        let mut claims = Claims::default();
+        claims.add(&name("a-thief"), &[(key, FrontendKind::ExternalIp)]);
+        claims.add(&name("web"), &[(key, FrontendKind::ClusterIp)]);
+        assert_eq!(claims.settle(key, Some(&name("a-thief"))), Some(name("web")));
+        claims.remove(&name("web"), &[(key, FrontendKind::ClusterIp)]);
+        claims.add(&name("b-other"), &[(key, FrontendKind::ExternalIp)]);
+        assert_eq!(claims.settle(key, None), Some(name("a-thief")), "first in name order");
+        claims.add(&name("0-newcomer"), &[(key, FrontendKind::ExternalIp)]);
+        assert_eq!(claims.settle(key, Some(&name("a-thief"))), Some(name("a-thief")), "the owner keeps it");
+        for n in ["a-thief", "b-other", "0-newcomer"] {
+            claims.remove(&name(n), &[(key, FrontendKind::ExternalIp)]);
+        }
+        assert_eq!(claims.settle(key, None), None);
+        assert_eq!(claims.owner(&key), None);
+    }
+}

@@ -278,3 +278,69 @@ fn slots(port: &ServicePort, scheduler: Scheduler, endpoints: &[Endpoint]) -> Re
     }
     Ok(kproxy_sched::wrr_table(&weights).into_iter().map(|i| backend(&endpoints[i])).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use kproxy_model::{IpFamily, ServiceName, ServicePortName, TrafficPolicy};
+
+    use super::*;
+
+    fn ep(ip: &str, local: bool) -> Endpoint {
+        Endpoint { ip: ip.parse().expect("ip"), port: 8080, ready: true, serving: true, terminating: false, local }
+    }
+
+    fn lb_local(endpoints: Vec<Endpoint>) -> ServicePort {
+        let name = ServicePortName::new(ServiceName::new("default", "lb"), "http", Protocol::Tcp);
+        let mut port = ServicePort::new(name, IpFamily::V4, 80);
+        port.frontends = vec![
+            Frontend::new(FrontendKind::ClusterIp, "10.96.0.1".parse().expect("ip"), 80),
+            Frontend::new(FrontendKind::LoadBalancerIp, "192.0.2.1".parse().expect("ip"), 80),
+        ];
+        port.external_traffic_policy = TrafficPolicy::Local;
+        port.local_endpoints = endpoints.iter().filter(|e| e.local).cloned().collect();
+        port.cluster_endpoints = endpoints;
+        port
+    }
+
+    #[test]
+    fn a_frontend_key_is_network_order_with_the_protocol_number() {
+        let key = frontend_key("10.96.0.1".parse().expect("ip"), Protocol::Sctp, 0x1234);
+        assert_eq!(key.port.to_ne_bytes(), [0x12, 0x34]);
+        assert_eq!((key.proto, key.pad), (132, 0));
+        assert_eq!(owned_key(key.addr).port, 0);
+    }
+
+    #[test]
+    fn local_policy_uses_local_endpoints_outside_and_every_endpoint_inside() {
+        let port = lb_local(vec![ep("10.244.1.1", true), ep("10.244.2.1", false)]);
+        let d = desire(&port, &port.frontends, &PlanConfig::default(), &[]);
+        let lb = &d.frontends[1];
+        let (Pick::Group(inside), Pick::Group(outside)) = (lb.internal, lb.external) else { panic!("{lb:?}") };
+        assert_eq!((d.groups[inside].slots.len(), d.groups[outside].slots.len()), (2, 1));
+        assert_eq!(lb.flags, flags::EXTERNAL);
+        assert_eq!(d.owned_addresses, vec![addr16("10.96.0.1".parse().expect("ip"))]);
+    }
+
+    #[test]
+    fn local_policy_without_local_endpoints_drops_external_and_without_any_rejects() {
+        let port = lb_local(vec![ep("10.244.2.1", false)]);
+        let d = desire(&port, &port.frontends, &PlanConfig::default(), &[]);
+        assert_eq!(d.frontends[1].external, Pick::Verdict(verdict::DROP));
+        assert!(matches!(d.frontends[1].internal, Pick::Group(_)));
+        let empty = lb_local(Vec::new());
+        let d = desire(&empty, &empty.frontends, &PlanConfig::default(), &[]);
+        for f in &d.frontends {
+            assert_eq!((f.internal, f.external), (Pick::Verdict(verdict::REJECT), Pick::Verdict(verdict::REJECT)));
+        }
+        assert!(d.groups.is_empty());
+    }
+
+    #[test]
+    fn every_weight_zero_rejects_and_says_why() {
+        let mut port = lb_local(vec![ep("10.244.1.1", true)]);
+        port.weights.insert("10.244.1.1".parse().expect("ip"), 0);
+        let d = desire(&port, &port.frontends, &PlanConfig::default(), &[]);
+        assert_eq!(d.frontends[0].internal, Pick::Verdict(verdict::REJECT));
+        assert!(d.skips[0].contains("weight 0"), "{:?}", d.skips);
+    }
+}

@@ -2,12 +2,16 @@
 //! a manifest folder describing them, and kproxy running in node-a.
 //!
 //! Everything lives in namespaces the lab creates; kproxy is spawned with
-//! its own PID inside node-a and killed when the lab drops.
+//! its own PID inside node-a and killed when the lab drops. In the ebpf
+//! mode the lab also makes the cgroup kproxy's socket programs apply to
+//! and the bpffs it pins in (see [`placement`]).
 
 #![allow(dead_code)]
 
 pub mod annotations;
+pub mod conntrack;
 pub mod live_trace;
+pub mod placement;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,9 +23,10 @@ use std::time::{Duration, Instant};
 use kproxy_model::{Changes, IpFamily, Protocol};
 use kproxy_nftables::trace::{Fate, Packet};
 use kproxy_nftables::{LocalDetector, PlanConfig};
-use kproxy_sandbox::{Backend, Netns, ProbeError, Reply, Spawned, Topology, available, tcp_request, udp_request};
+use kproxy_sandbox::{Netns, ProbeError, Reply, Spawned, Topology, available, tcp_request, udp_request};
 use kproxy_source::manifests::Folder;
 use kproxy_state::{NodePortAddresses, StateBuilder, StateConfig};
+use placement::{EbpfNode, Home, Served};
 
 /// Every backend listens on this port, TCP and UDP.
 pub const PORT: u16 = 8080;
@@ -49,6 +54,8 @@ pub enum Mode {
     /// `legacy` or `nft`.
     Iptables(&'static str),
     Ipvs,
+    /// Socket programs on the lab's cgroup, tc programs on node-a's uplink.
+    Ebpf,
 }
 
 impl Mode {
@@ -58,6 +65,7 @@ impl Mode {
             Mode::Nftables => "nftables",
             Mode::Iptables(_) => "iptables",
             Mode::Ipvs => "ipvs",
+            Mode::Ebpf => "ebpf",
         }
     }
 }
@@ -68,7 +76,7 @@ pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
 pub struct Lab {
     pub topo: Topology,
     pub dir: tempfile::TempDir,
-    backends: Vec<Backend>,
+    backends: Vec<Served>,
     kproxy: Option<Spawned>,
     log: PathBuf,
     /// Pod name -> its `app` label; `None`: not in the manifests.
@@ -80,6 +88,9 @@ pub struct Lab {
     /// The extra flags kproxy was last started with (the tracer follows
     /// `--masquerade-all`).
     extra: Vec<String>,
+    /// The ebpf mode's cgroup and bpffs, from its first start on. Last, so
+    /// the cgroup goes after every namespace and process of the lab.
+    ebpf: Option<EbpfNode>,
 }
 
 fn chain(error: &dyn std::error::Error) -> String {
@@ -101,30 +112,29 @@ impl Lab {
             panic!("real-kernel tests need network namespaces (run as root): {}", chain(&e));
         }
         let mut topo = Topology::new().unwrap_or_else(|e| panic!("topology: {}", chain(&e)));
-        let mut backends = Vec::new();
         let mut apps = BTreeMap::new();
         for (node, name) in pods {
-            let pod = topo.add_pod(*node, name).unwrap_or_else(|e| panic!("pod {name}: {}", chain(&e)));
+            topo.add_pod(*node, name).unwrap_or_else(|e| panic!("pod {name}: {}", chain(&e)));
             let app = name.rsplit_once('-').map_or(*name, |(app, _)| app);
             apps.insert(name.to_string(), Some(app.to_owned()));
-            backends.push(
-                Backend::start(&pod.ns, name, PORT, true, true)
-                    .unwrap_or_else(|e| panic!("backend {name}: {}", chain(&e))),
-            );
         }
         let dir = tempfile::tempdir().expect("a temporary folder");
         let log = dir.path().join("kproxy.log");
-        let lab = Lab {
+        let mut lab = Lab {
             topo,
             dir,
-            backends,
+            backends: Vec::new(),
             kproxy: None,
             log,
             apps: apps.into(),
             env: Vec::new(),
             without_cluster_cidr: false,
             extra: Vec::new(),
+            ebpf: None,
         };
+        for (_, name) in pods {
+            lab.start_backend(Home::Pod(name.to_string()), name, PORT, true);
+        }
         lab.write_cluster();
         lab
     }
@@ -133,17 +143,13 @@ impl Lab {
     /// (a target port other than [`PORT`]).
     pub fn serve(&mut self, pod: &str, port: u16, udp: bool) {
         let name = format!("{pod}:{port}");
-        let backend = Backend::start(&self.pod(pod).ns, &name, port, true, udp)
-            .unwrap_or_else(|e| panic!("backend {name}: {}", chain(&e)));
-        self.backends.push(backend);
+        self.start_backend(Home::Pod(pod.to_owned()), &name, port, udp);
     }
 
     /// A backend in node-a itself on `port`, answering as `node-a`: what
     /// a connection to a node address meets when kproxy leaves it alone.
     pub fn serve_on_node(&mut self, port: u16) {
-        let backend = Backend::start(self.node(), "node-a", port, true, true)
-            .unwrap_or_else(|e| panic!("backend on node-a: {}", chain(&e)));
-        self.backends.push(backend);
+        self.start_backend(Home::NodeA, "node-a", port, true);
     }
 
     /// Lifts node-a's ICMP rate limits (per-namespace sysctls), so that a
@@ -217,7 +223,8 @@ impl Lab {
     }
 
     /// [`Lab::flags`] with another `--proxy-mode` (ipvs mode takes its
-    /// own minimum sync period flag and warns about the iptables one).
+    /// own minimum sync period flag and warns about the iptables one; the
+    /// ebpf mode takes the iptables one, as nftables mode does).
     pub fn flags_in(mode: &str) -> Vec<String> {
         let min_sync = if mode == "ipvs" { "--ipvs-min-sync-period" } else { "--iptables-min-sync-period" };
         [
@@ -297,6 +304,9 @@ impl Lab {
             let at = flags.iter().position(|f| f == "--cluster-cidr").expect("the flags set a cluster CIDR");
             flags.drain(at..at + 2);
         }
+        if mode == Mode::Ebpf.name() {
+            flags.extend(self.ebpf_flags());
+        }
         let mut command = Command::new(kproxy_binary());
         command
             .arg("run")
@@ -336,6 +346,11 @@ impl Lab {
             .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
+    }
+
+    /// How many syncs kproxy's metrics report so far (every mode).
+    pub fn sync_count(&self) -> f64 {
+        self.metric("kubeproxy_sync_proxy_rules_duration_seconds_count")
     }
 
     /// Stops kproxy (SIGTERM) and waits for it; its rules stay.
@@ -410,14 +425,27 @@ impl Lab {
         seen
     }
 
+    /// One request from `from` (inside the lab's cgroup where [`Lab::place`] says so).
     pub fn request(&self, from: &Netns, to: &str, protocol: Protocol, source: Option<IpAddr>) -> Outcome {
         let to: SocketAddr = to.parse().expect("an address");
         let wait = ANSWER_WAIT;
         let result = match protocol {
-            Protocol::Udp => udp_request(from, to, source, wait),
-            _ => tcp_request(from, to, source, wait),
+            Protocol::Udp => udp_request(self.place(from), to, source, wait),
+            _ => tcp_request(self.place(from), to, source, wait),
         };
         Outcome::from(result)
+    }
+
+    /// One TCP request from `from` waiting `wait`, with the probe's own
+    /// result (a drop is `Err(TimedOut)`), made where [`Lab::place`] says.
+    pub fn tcp(&self, from: &Netns, to: &str, source: Option<IpAddr>, wait: Duration) -> Result<Reply, ProbeError> {
+        tcp_request(self.place(from), to.parse().expect("an address"), source, wait)
+    }
+
+    /// Whether a TCP connection from `from` to `to` is silently dropped
+    /// (no answer within [`DROP_WAIT`]).
+    pub fn dropped(&self, from: &Netns, to: &str, source: Option<IpAddr>) -> bool {
+        matches!(self.tcp(from, to, source, DROP_WAIT), Err(ProbeError::TimedOut))
     }
 
     /// What kproxy's own tracer says about a connection, planned from the
@@ -426,7 +454,7 @@ impl Lab {
         self.trace_in("nftables", from, to, protocol, iif)
     }
 
-    /// [`Lab::trace`] through the plan of `mode` (`nftables` or `iptables`).
+    /// [`Lab::trace`] through the plan of `mode` (`nftables`, `iptables`, `ipvs`).
     pub fn trace_in(&self, mode: &str, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
         let to: SocketAddr = to.parse().expect("an address");
         let mut folder = Folder::new(&self.manifests()).expect("the folder");
@@ -471,17 +499,26 @@ impl Lab {
             iif: iif.map(str::to_owned),
             local_addresses,
         };
-        if mode == "iptables" {
-            let config = kproxy_iptables::PlanConfig {
-                local_detector: config.local_detector,
-                masquerade_all,
-                ..Default::default()
-            };
-            let planned = kproxy_iptables::plan(builder.state(), family, &config, None);
-            return kproxy_iptables::trace::trace(&planned, &packet).expect("a traceable plan").fates();
+        // One arm per mode's own tracer, walking what that mode plans from
+        // the same state. The ebpf mode's arm (its planner's tracer over
+        // the planned map contents) goes here once the mode runs.
+        match mode {
+            "iptables" => {
+                let config = kproxy_iptables::PlanConfig {
+                    local_detector: config.local_detector,
+                    masquerade_all,
+                    ..Default::default()
+                };
+                let planned = kproxy_iptables::plan(builder.state(), family, &config, None);
+                kproxy_iptables::trace::trace(&planned, &packet).expect("a traceable plan").fates()
+            }
+            // The IPVS mode's verdicts come from its companion nftables table.
+            "nftables" | "ipvs" => {
+                let table = kproxy_nftables::table(builder.state(), family, &config);
+                kproxy_nftables::trace::trace(&table, family, &packet).fates()
+            }
+            other => panic!("the lab has no tracer for the {other} mode"),
         }
-        let table = kproxy_nftables::table(builder.state(), family, &config);
-        kproxy_nftables::trace::trace(&table, family, &packet).fates()
     }
 }
 
@@ -523,7 +560,7 @@ impl Lab {
             for _ in 0..tries {
                 let dest: SocketAddr = to.parse().expect("an address");
                 let result = match expected_drop {
-                    true => Outcome::from(kproxy_sandbox::tcp_request(ns, dest, None, DROP_WAIT)),
+                    true => Outcome::from(kproxy_sandbox::tcp_request(self.place(ns), dest, None, DROP_WAIT)),
                     false => self.request(ns, to, protocol, None),
                 };
                 seen.insert(match result {
@@ -563,6 +600,9 @@ impl Drop for Lab {
         if let Some(kproxy) = self.kproxy.take() {
             let _ = kproxy.kill();
         }
+        // Before the tempdir it is mounted in goes; the cgroup (the last
+        // field) goes after the namespaces and their processes.
+        self.unmount_bpffs();
     }
 }
 

@@ -92,6 +92,24 @@ impl Netns {
         command::run(command)
     }
 
+    /// Runs `command` to completion inside the namespace and returns its stdout.
+    ///
+    /// Unlike [`Netns::exec`] (`ip netns exec`, which gives the program a
+    /// new mount namespace with a fresh `/sys`), the program only joins the
+    /// network namespace, as [`Netns::spawn`] does: it sees the caller's
+    /// mounts, such as a cgroup2 file system under `/sys/fs/cgroup`.
+    pub fn output(&self, mut command: Command) -> Result<String, SandboxError> {
+        let fd: OwnedFd =
+            self.handle.try_clone().map_err(|source| SandboxError::Open { path: self.path(), source })?.into();
+        let join = move || nix::sched::setns(&fd, CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from);
+        // SAFETY: as in `spawn`: the hook runs in the forked child before
+        // exec and only calls setns(2), async-signal-safe, on its own descriptor.
+        unsafe {
+            command.pre_exec(join);
+        }
+        command::run(command)
+    }
+
     /// Writes a sysctl inside the namespace, e.g. `("net.ipv4.ip_forward", "1")`.
     ///
     /// The key is dotted; it maps to `/proc/sys` by turning dots into

@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use kproxy_sandbox::{Bpffs, Cgroup, Netns, Place, available};
 
@@ -114,4 +115,35 @@ fn a_private_bpffs_is_mounted_and_gone_after_drop() {
     let mounts = std::fs::read_to_string("/proc/self/mounts").expect("mounts");
     assert!(!mounts.contains(&listed), "still mounted: {mounts}");
     assert!(!point.exists());
+}
+
+#[test]
+fn a_socket_made_in_an_entered_thread_stays_in_the_child_when_used_elsewhere() {
+    use std::os::unix::fs::MetadataExt;
+    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let ns = netns();
+    let cgroup = Cgroup::new("socket").expect("a test cgroup");
+    let to = "127.0.0.1:9".parse().expect("literal");
+    // Opened (socket made) inside the cgroup; this thread, outside it, keeps using it.
+    let flow = kproxy_sandbox::UdpFlow::open(Place::new(&ns, Some(&cgroup)), to, Duration::from_millis(100))
+        .expect("a UDP flow");
+    let port = flow.local_addr().expect("its address").port();
+    let listed = ns.exec("ss", &["-uanH", "--cgroup"]).expect("ss");
+    let id = std::fs::metadata(cgroup.path()).expect("the cgroup").ino();
+    let name = cgroup.path().file_name().expect("a name").to_string_lossy().into_owned();
+    let line = listed.lines().find(|line| line.contains(&format!(":{port} "))).unwrap_or_else(|| panic!("{listed}"));
+    assert!(line.ends_with(&format!("/{name}")) || line.ends_with(&format!("unreachable:{id:x}")), "{line}");
+}
+
+#[test]
+fn a_program_run_with_output_joins_the_namespace_and_keeps_the_callers_mounts() {
+    let ns = netns();
+    let mut command = std::process::Command::new("cat");
+    command.arg("/proc/self/mountinfo");
+    let mounts = ns.output(command).expect("cat runs");
+    assert!(mounts.contains(" - cgroup2 "), "the cgroup2 mount is visible: {mounts}");
+    let mut command = std::process::Command::new("ip");
+    command.args(["-o", "link"]);
+    let links = ns.output(command).expect("ip runs");
+    assert_eq!(links.lines().count(), 1, "only the namespace's lo: {links}");
 }

@@ -61,6 +61,10 @@ fn node_a_and_its_pods_run_in_the_labs_cgroup_and_the_outside_and_node_b_do_not(
     }
     assert_ne!(plain, cgroup_of_a_probe(&lab, lab.node()));
 
+    // What a tracer is told: node-a's and its pods' sources are in the cgroup.
+    assert!(lab.source_in_cgroup(lab.pod("web-a1").ipv4.into()) && lab.source_in_cgroup(lab.topo.node.ipv4.into()));
+    assert!(!lab.source_in_cgroup(lab.pod("web-b1").ipv4.into()) && !lab.source_in_cgroup([192, 168, 77, 100].into()));
+
     // node-a's backend serves again, from sockets in the cgroup; node-b's does not move.
     assert!(listens_in(&lab.pod("web-a1").ns, &cgroup), "web-a1's listener is in the cgroup");
     assert!(!listens_in(&lab.pod("web-b1").ns, &cgroup), "web-b1's listener is not");

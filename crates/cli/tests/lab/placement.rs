@@ -9,6 +9,7 @@
 //! This is decided here and nowhere else: [`Lab::place`] is what every
 //! request, session, flow and backend of the lab is made from.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use kproxy_sandbox::{Backend, Bpffs, Cgroup, Netns, Place, addressing::UPLINK};
@@ -55,6 +56,22 @@ impl Lab {
     /// Whether `ns` is node-a or a pod on node-a: what the node's cgroup holds.
     pub fn inside_node_a(&self, ns: &Netns) -> bool {
         ns.name() == self.node().name() || self.topo.node.pods().iter().any(|pod| pod.ns.name() == ns.name())
+    }
+
+    /// Whether a connection from `source` is made by a socket in the lab's
+    /// cgroup (node-a's own addresses and its pods' addresses, once the
+    /// lab runs the ebpf mode): what a tracer of the ebpf mode needs to
+    /// tell the socket hooks' path from the tc programs'.
+    pub fn source_in_cgroup(&self, source: IpAddr) -> bool {
+        let node = &self.topo.node;
+        let node_addresses = [
+            IpAddr::V4(node.ipv4),
+            IpAddr::V6(node.ipv6),
+            IpAddr::V4(node.addressing.bridge_ipv4),
+            IpAddr::V6(node.addressing.bridge_ipv6),
+        ];
+        let pod_addresses = node.pods().iter().flat_map(|pod| [IpAddr::V4(pod.ipv4), IpAddr::V6(pod.ipv6)]);
+        self.ebpf.is_some() && (node_addresses.contains(&source) || pod_addresses.into_iter().any(|a| a == source))
     }
 
     /// The netns a backend's home is.

@@ -21,7 +21,7 @@ use nix::sys::socket::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::{Netns, Reply, SandboxError};
+use crate::{Netns, Place, Reply, SandboxError};
 
 /// How long a serving thread blocks before it checks the stop flag.
 const POLL: Duration = Duration::from_millis(100);
@@ -52,13 +52,23 @@ struct Shared {
 }
 
 impl Backend {
-    /// Starts serving in `ns`. With `port` 0 the kernel picks one port, used for both protocols.
-    pub fn start(ns: &Netns, name: &str, port: u16, tcp: bool, udp: bool) -> Result<Backend, SandboxError> {
+    /// Starts serving in `at`. With `port` 0 the kernel picks one port, used for both protocols.
+    ///
+    /// `at` is a namespace, or a namespace and a cgroup the serving sockets then belong to.
+    pub fn start<'a>(
+        at: impl Into<Place<'a>>,
+        name: &str,
+        port: u16,
+        tcp: bool,
+        udp: bool,
+    ) -> Result<Backend, SandboxError> {
+        let at = at.into();
+        let ns = at.netns();
         let socket_error = |step: String| {
             let netns = ns.name().to_owned();
             move |source| SandboxError::Socket { netns, step, source }
         };
-        let (listener, socket, port) = ns.try_enter(|| -> Result<_, SandboxError> {
+        let (listener, socket, port) = at.try_enter(|| -> Result<_, SandboxError> {
             let listener =
                 tcp.then(|| listen_tcp(port)).transpose().map_err(socket_error(format!("listen on TCP {port}")))?;
             let tcp_port = listener.as_ref().map(TcpListener::local_addr).transpose();

@@ -130,4 +130,32 @@ pub enum SandboxError {
         /// The node's index.
         node: u8,
     },
+    /// A step on a test cgroup failed (create, remove, move a process or thread, set its type).
+    #[error("could not {step} cgroup {path}")]
+    Cgroup {
+        /// What was attempted, e.g. `move a thread into`.
+        step: &'static str,
+        /// The cgroup's directory (or the file read).
+        path: PathBuf,
+        /// The error from the file system.
+        #[source]
+        source: io::Error,
+    },
+    /// Test cgroups cannot be made here.
+    #[error("test cgroups are unavailable: {reason}")]
+    CgroupUnavailable {
+        /// What is missing.
+        reason: String,
+    },
+    /// A step on a test bpffs mount failed (its directory).
+    #[error("could not {step} {path}")]
+    Bpffs {
+        /// What was attempted, e.g. `create the mount point`.
+        step: &'static str,
+        /// The directory.
+        path: PathBuf,
+        /// The error from the file system.
+        #[source]
+        source: io::Error,
+    },
 }

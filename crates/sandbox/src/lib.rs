@@ -7,26 +7,36 @@
 //!   node-a, node-b, pods behind a bridge), addressed as in [`addressing`];
 //! - [`Backend`]: a plain-socket TCP/UDP server that answers with its name
 //!   and the source address it saw;
-//! - probes ([`tcp_request`], [`udp_request`], [`TcpSession`], [`UdpFlow`]).
+//! - probes ([`tcp_request`], [`udp_request`], [`TcpSession`], [`UdpFlow`]),
+//!   run from a [`Place`]: a namespace, optionally with a test [`Cgroup`]
+//!   (a threaded cgroup v2 child whose BPF programs see the probe's sockets);
+//! - [`Bpffs`]: a private BPF file system mounted for one test.
 //!
-//! This crate owns only namespaces it creates: it never changes the host
-//! namespace's links, addresses, routes or sysctls, and it signals only
-//! processes it started. It needs root (see [`available`]).
+//! This crate owns only namespaces, cgroups and mounts it creates: it never
+//! changes the host namespace's links, addresses, routes or sysctls, it
+//! signals only processes it started, and it moves only its own process
+//! and threads between cgroups. It needs root (see [`available`]).
 
 pub mod addressing;
 mod backend;
+mod bpffs;
+mod cgroup;
 mod command;
 mod error;
 mod link;
 mod netns;
+mod place;
 mod probe;
 mod process;
 mod reply;
 mod topology;
 
 pub use backend::Backend;
+pub use bpffs::Bpffs;
+pub use cgroup::Cgroup;
 pub use error::SandboxError;
 pub use netns::{NAME_PREFIX, NETNS_DIR, Netns};
+pub use place::Place;
 pub use probe::{DEFAULT_TIMEOUT, ProbeError, TcpSession, UdpFlow, tcp_request, udp_request};
 pub use process::Spawned;
 pub use reply::Reply;

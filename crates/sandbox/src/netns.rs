@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use nix::sched::CloneFlags;
 
 use crate::process::{self, Spawned};
-use crate::{SandboxError, command};
+use crate::{Cgroup, SandboxError, command};
 
 /// Where `ip netns` keeps the namespaces it names.
 pub const NETNS_DIR: &str = "/run/netns";
@@ -92,6 +92,24 @@ impl Netns {
         command::run(command)
     }
 
+    /// Runs `command` to completion inside the namespace and returns its stdout.
+    ///
+    /// Unlike [`Netns::exec`] (`ip netns exec`, which gives the program a
+    /// new mount namespace with a fresh `/sys`), the program only joins the
+    /// network namespace, as [`Netns::spawn`] does: it sees the caller's
+    /// mounts, such as a cgroup2 file system under `/sys/fs/cgroup`.
+    pub fn output(&self, mut command: Command) -> Result<String, SandboxError> {
+        let fd: OwnedFd =
+            self.handle.try_clone().map_err(|source| SandboxError::Open { path: self.path(), source })?.into();
+        let join = move || nix::sched::setns(&fd, CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from);
+        // SAFETY: as in `spawn`: the hook runs in the forked child before
+        // exec and only calls setns(2), async-signal-safe, on its own descriptor.
+        unsafe {
+            command.pre_exec(join);
+        }
+        command::run(command)
+    }
+
     /// Writes a sysctl inside the namespace, e.g. `("net.ipv4.ip_forward", "1")`.
     ///
     /// The key is dotted; it maps to `/proc/sys` by turning dots into
@@ -151,6 +169,30 @@ impl Netns {
 
     /// Like [`Netns::enter`], but returns an error if the thread cannot be started or join the namespace.
     pub fn try_enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, SandboxError> {
+        self.run_entered(None, f)
+    }
+
+    /// Like [`Netns::enter`], on a thread that has also joined `cgroup`:
+    /// sockets made in `f` belong to that cgroup for their whole life, so
+    /// the cgroup's BPF programs see them.
+    ///
+    /// # Panics
+    ///
+    /// As [`Netns::enter`], or if the thread cannot join the cgroup; use
+    /// [`Netns::try_enter_in`] to get either as an error.
+    pub fn enter_in<T: Send>(&self, cgroup: &Cgroup, f: impl FnOnce() -> T + Send) -> T {
+        match self.try_enter_in(cgroup, f) {
+            Ok(value) => value,
+            Err(error) => panic!("cannot enter {} in cgroup {}: {error}", self.name, cgroup.path().display()),
+        }
+    }
+
+    /// Like [`Netns::enter_in`], but returns an error if the thread cannot be started or join either.
+    pub fn try_enter_in<T: Send>(&self, cgroup: &Cgroup, f: impl FnOnce() -> T + Send) -> Result<T, SandboxError> {
+        self.run_entered(Some(cgroup), f)
+    }
+
+    fn run_entered<T: Send>(&self, cgroup: Option<&Cgroup>, f: impl FnOnce() -> T + Send) -> Result<T, SandboxError> {
         let fd = self.handle.as_fd();
         std::thread::scope(|scope| {
             let thread = std::thread::Builder::new()
@@ -158,6 +200,8 @@ impl Netns {
                 .spawn_scoped(scope, move || {
                     nix::sched::setns(fd, CloneFlags::CLONE_NEWNET)
                         .map_err(|source| SandboxError::Enter { netns: self.name.clone(), source })?;
+                    // The thread ends with `f`, so it never leaves the cgroup by hand.
+                    cgroup.map(Cgroup::join_current_thread).transpose()?;
                     Ok(f())
                 })
                 .map_err(|source| SandboxError::Thread { step: "enter a network namespace", source })?;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::{Netns, Reply};
+use crate::{Place, Reply};
 
 /// What a probe sends: one line.
 const REQUEST: &[u8] = b"hello\n";
@@ -58,19 +58,30 @@ impl From<io::Error> for ProbeError {
     }
 }
 
-/// One TCP request from inside `ns`: connect (from `from` if given), send a line, read the reply line, close.
-pub fn tcp_request(ns: &Netns, to: SocketAddr, from: Option<IpAddr>, timeout: Duration) -> Result<Reply, ProbeError> {
+/// One TCP request from inside `at` (a namespace, or a namespace and a
+/// cgroup): connect (from `from` if given), send a line, read the reply line, close.
+pub fn tcp_request<'a>(
+    at: impl Into<Place<'a>>,
+    to: SocketAddr,
+    from: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<Reply, ProbeError> {
     let deadline = Instant::now() + timeout;
-    TcpSession::open_from(ns, to, from, timeout)?.request_until(deadline)
+    TcpSession::open_from(at, to, from, timeout)?.request_until(deadline)
 }
 
-/// One UDP request from inside `ns`: send a datagram (from `from` if given), read the reply datagram.
+/// One UDP request from inside `at`: send a datagram (from `from` if given), read the reply datagram.
 ///
 /// ICMP port unreachable gives [`ProbeError::Refused`] (the socket is
 /// connected, so the kernel reports it); silence gives [`ProbeError::TimedOut`].
-pub fn udp_request(ns: &Netns, to: SocketAddr, from: Option<IpAddr>, timeout: Duration) -> Result<Reply, ProbeError> {
+pub fn udp_request<'a>(
+    at: impl Into<Place<'a>>,
+    to: SocketAddr,
+    from: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<Reply, ProbeError> {
     let deadline = Instant::now() + timeout;
-    UdpFlow::open_from(ns, to, from, timeout)?.request_until(deadline)
+    UdpFlow::open_from(at, to, from, timeout)?.request_until(deadline)
 }
 
 /// A TCP connection kept open across time, to check that established
@@ -82,19 +93,19 @@ pub struct TcpSession {
 }
 
 impl TcpSession {
-    /// Connects from inside `ns`; `timeout` bounds the connect and, later, each request.
-    pub fn open(ns: &Netns, to: SocketAddr, timeout: Duration) -> Result<TcpSession, ProbeError> {
-        TcpSession::open_from(ns, to, None, timeout)
+    /// Connects from inside `at`; `timeout` bounds the connect and, later, each request.
+    pub fn open<'a>(at: impl Into<Place<'a>>, to: SocketAddr, timeout: Duration) -> Result<TcpSession, ProbeError> {
+        TcpSession::open_from(at, to, None, timeout)
     }
 
     /// Like [`TcpSession::open`], binding the source address `from` first.
-    pub fn open_from(
-        ns: &Netns,
+    pub fn open_from<'a>(
+        at: impl Into<Place<'a>>,
         to: SocketAddr,
         from: Option<IpAddr>,
         timeout: Duration,
     ) -> Result<TcpSession, ProbeError> {
-        let socket = socket_in(ns, to, from, Type::STREAM, Protocol::TCP)?;
+        let socket = socket_in(at.into(), to, from, Type::STREAM, Protocol::TCP)?;
         socket.connect_timeout(&to.into(), nonzero(timeout))?;
         Ok(TcpSession { reader: BufReader::new(socket.into()), timeout })
     }
@@ -137,19 +148,19 @@ pub struct UdpFlow {
 }
 
 impl UdpFlow {
-    /// Opens a connected UDP socket inside `ns`; `timeout` bounds each request.
-    pub fn open(ns: &Netns, to: SocketAddr, timeout: Duration) -> Result<UdpFlow, ProbeError> {
-        UdpFlow::open_from(ns, to, None, timeout)
+    /// Opens a connected UDP socket inside `at`; `timeout` bounds each request.
+    pub fn open<'a>(at: impl Into<Place<'a>>, to: SocketAddr, timeout: Duration) -> Result<UdpFlow, ProbeError> {
+        UdpFlow::open_from(at, to, None, timeout)
     }
 
     /// Like [`UdpFlow::open`], binding the source address `from` first.
-    pub fn open_from(
-        ns: &Netns,
+    pub fn open_from<'a>(
+        at: impl Into<Place<'a>>,
         to: SocketAddr,
         from: Option<IpAddr>,
         timeout: Duration,
     ) -> Result<UdpFlow, ProbeError> {
-        let socket = socket_in(ns, to, from, Type::DGRAM, Protocol::UDP)?;
+        let socket = socket_in(at.into(), to, from, Type::DGRAM, Protocol::UDP)?;
         if from.is_none() {
             socket.bind(&SocketAddr::new(unspecified(to), 0).into())?;
         }
@@ -197,16 +208,19 @@ impl UdpFlow {
     }
 }
 
-/// A socket of `to`'s family created inside `ns`, bound to `from` if given.
+/// A socket of `to`'s family created inside `at`, bound to `from` if given.
+///
+/// A socket belongs to the network namespace and the cgroup of the thread
+/// that created it, whichever thread uses it later.
 fn socket_in(
-    ns: &Netns,
+    at: Place<'_>,
     to: SocketAddr,
     from: Option<IpAddr>,
     ty: Type,
     protocol: Protocol,
 ) -> Result<Socket, ProbeError> {
     let domain = Domain::for_address(to);
-    let socket = ns
+    let socket = at
         .try_enter(|| Socket::new(domain, ty, Some(protocol)))
         .map_err(|error| ProbeError::Other(chain(&error)))??;
     if let Some(from) = from {

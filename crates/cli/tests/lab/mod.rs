@@ -2,12 +2,17 @@
 //! a manifest folder describing them, and kproxy running in node-a.
 //!
 //! Everything lives in namespaces the lab creates; kproxy is spawned with
-//! its own PID inside node-a and killed when the lab drops.
+//! its own PID inside node-a and killed when the lab drops. In the ebpf
+//! mode the lab also makes the cgroup kproxy's socket programs apply to
+//! and the bpffs it pins in (see [`placement`]).
 
 #![allow(dead_code)]
 
 pub mod annotations;
+pub mod conntrack;
 pub mod live_trace;
+pub mod placement;
+pub mod trace;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,12 +21,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kproxy_model::{Changes, IpFamily, Protocol};
-use kproxy_nftables::trace::{Fate, Packet};
-use kproxy_nftables::{LocalDetector, PlanConfig};
-use kproxy_sandbox::{Backend, Netns, ProbeError, Reply, Spawned, Topology, available, tcp_request, udp_request};
-use kproxy_source::manifests::Folder;
-use kproxy_state::{NodePortAddresses, StateBuilder, StateConfig};
+use kproxy_model::Protocol;
+use kproxy_sandbox::{Netns, ProbeError, Reply, Spawned, Topology, available, tcp_request, udp_request};
+use placement::{EbpfNode, Home, Served};
+pub use trace::TraceCase;
 
 /// Every backend listens on this port, TCP and UDP.
 pub const PORT: u16 = 8080;
@@ -49,6 +52,8 @@ pub enum Mode {
     /// `legacy` or `nft`.
     Iptables(&'static str),
     Ipvs,
+    /// Socket programs on the lab's cgroup, tc programs on node-a's uplink.
+    Ebpf,
 }
 
 impl Mode {
@@ -58,6 +63,7 @@ impl Mode {
             Mode::Nftables => "nftables",
             Mode::Iptables(_) => "iptables",
             Mode::Ipvs => "ipvs",
+            Mode::Ebpf => "ebpf",
         }
     }
 }
@@ -68,7 +74,7 @@ pub const SERVICE_CIDRS: &str = "10.96.0.0/16,fd00:96::/112";
 pub struct Lab {
     pub topo: Topology,
     pub dir: tempfile::TempDir,
-    backends: Vec<Backend>,
+    backends: Vec<Served>,
     kproxy: Option<Spawned>,
     log: PathBuf,
     /// Pod name -> its `app` label; `None`: not in the manifests.
@@ -80,6 +86,9 @@ pub struct Lab {
     /// The extra flags kproxy was last started with (the tracer follows
     /// `--masquerade-all`).
     extra: Vec<String>,
+    /// The ebpf mode's cgroup and bpffs, from its first start on. Last, so
+    /// the cgroup goes after every namespace and process of the lab.
+    ebpf: Option<EbpfNode>,
 }
 
 fn chain(error: &dyn std::error::Error) -> String {
@@ -101,30 +110,29 @@ impl Lab {
             panic!("real-kernel tests need network namespaces (run as root): {}", chain(&e));
         }
         let mut topo = Topology::new().unwrap_or_else(|e| panic!("topology: {}", chain(&e)));
-        let mut backends = Vec::new();
         let mut apps = BTreeMap::new();
         for (node, name) in pods {
-            let pod = topo.add_pod(*node, name).unwrap_or_else(|e| panic!("pod {name}: {}", chain(&e)));
+            topo.add_pod(*node, name).unwrap_or_else(|e| panic!("pod {name}: {}", chain(&e)));
             let app = name.rsplit_once('-').map_or(*name, |(app, _)| app);
             apps.insert(name.to_string(), Some(app.to_owned()));
-            backends.push(
-                Backend::start(&pod.ns, name, PORT, true, true)
-                    .unwrap_or_else(|e| panic!("backend {name}: {}", chain(&e))),
-            );
         }
         let dir = tempfile::tempdir().expect("a temporary folder");
         let log = dir.path().join("kproxy.log");
-        let lab = Lab {
+        let mut lab = Lab {
             topo,
             dir,
-            backends,
+            backends: Vec::new(),
             kproxy: None,
             log,
             apps: apps.into(),
             env: Vec::new(),
             without_cluster_cidr: false,
             extra: Vec::new(),
+            ebpf: None,
         };
+        for (_, name) in pods {
+            lab.start_backend(Home::Pod(name.to_string()), name, PORT, true);
+        }
         lab.write_cluster();
         lab
     }
@@ -133,17 +141,13 @@ impl Lab {
     /// (a target port other than [`PORT`]).
     pub fn serve(&mut self, pod: &str, port: u16, udp: bool) {
         let name = format!("{pod}:{port}");
-        let backend = Backend::start(&self.pod(pod).ns, &name, port, true, udp)
-            .unwrap_or_else(|e| panic!("backend {name}: {}", chain(&e)));
-        self.backends.push(backend);
+        self.start_backend(Home::Pod(pod.to_owned()), &name, port, udp);
     }
 
     /// A backend in node-a itself on `port`, answering as `node-a`: what
     /// a connection to a node address meets when kproxy leaves it alone.
     pub fn serve_on_node(&mut self, port: u16) {
-        let backend = Backend::start(self.node(), "node-a", port, true, true)
-            .unwrap_or_else(|e| panic!("backend on node-a: {}", chain(&e)));
-        self.backends.push(backend);
+        self.start_backend(Home::NodeA, "node-a", port, true);
     }
 
     /// Lifts node-a's ICMP rate limits (per-namespace sysctls), so that a
@@ -217,7 +221,8 @@ impl Lab {
     }
 
     /// [`Lab::flags`] with another `--proxy-mode` (ipvs mode takes its
-    /// own minimum sync period flag and warns about the iptables one).
+    /// own minimum sync period flag and warns about the iptables one; the
+    /// ebpf mode takes the iptables one, as nftables mode does).
     pub fn flags_in(mode: &str) -> Vec<String> {
         let min_sync = if mode == "ipvs" { "--ipvs-min-sync-period" } else { "--iptables-min-sync-period" };
         [
@@ -297,6 +302,9 @@ impl Lab {
             let at = flags.iter().position(|f| f == "--cluster-cidr").expect("the flags set a cluster CIDR");
             flags.drain(at..at + 2);
         }
+        if mode == Mode::Ebpf.name() {
+            flags.extend(self.ebpf_flags());
+        }
         let mut command = Command::new(kproxy_binary());
         command
             .arg("run")
@@ -338,6 +346,11 @@ impl Lab {
             .sum()
     }
 
+    /// How many syncs kproxy's metrics report so far (every mode).
+    pub fn sync_count(&self) -> f64 {
+        self.metric("kubeproxy_sync_proxy_rules_duration_seconds_count")
+    }
+
     /// Stops kproxy (SIGTERM) and waits for it; its rules stay.
     pub fn stop(&mut self) {
         let kproxy = self.kproxy.take().expect("kproxy is running");
@@ -347,9 +360,21 @@ impl Lab {
     }
 
     /// Runs a kproxy subcommand in node-a and returns (success, stdout+stderr).
+    ///
+    /// Through `ip netns exec`, except once the lab runs the ebpf mode:
+    /// that remounts `/sys`, hiding the cgroup2 mount the mode's
+    /// `--ebpf-cgroup` path lies in, so then the subcommand only joins
+    /// node-a's network namespace, as `kproxy run` does.
     pub fn kproxy(&self, args: &[&str]) -> (bool, String) {
         let binary = kproxy_binary();
-        let out = self.node().exec(&binary.to_string_lossy(), args);
+        let out = match self.ebpf {
+            Some(_) => {
+                let mut command = Command::new(&binary);
+                command.args(args);
+                self.node().output(command)
+            }
+            None => self.node().exec(&binary.to_string_lossy(), args),
+        };
         match out {
             Ok(stdout) => (true, stdout),
             Err(e) => (false, chain(&e)),
@@ -410,148 +435,27 @@ impl Lab {
         seen
     }
 
+    /// One request from `from` (inside the lab's cgroup where [`Lab::place`] says so).
     pub fn request(&self, from: &Netns, to: &str, protocol: Protocol, source: Option<IpAddr>) -> Outcome {
         let to: SocketAddr = to.parse().expect("an address");
         let wait = ANSWER_WAIT;
         let result = match protocol {
-            Protocol::Udp => udp_request(from, to, source, wait),
-            _ => tcp_request(from, to, source, wait),
+            Protocol::Udp => udp_request(self.place(from), to, source, wait),
+            _ => tcp_request(self.place(from), to, source, wait),
         };
         Outcome::from(result)
     }
 
-    /// What kproxy's own tracer says about a connection, planned from the
-    /// same manifests and flags kproxy runs with.
-    pub fn trace(&self, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
-        self.trace_in("nftables", from, to, protocol, iif)
+    /// One TCP request from `from` waiting `wait`, with the probe's own
+    /// result (a drop is `Err(TimedOut)`), made where [`Lab::place`] says.
+    pub fn tcp(&self, from: &Netns, to: &str, source: Option<IpAddr>, wait: Duration) -> Result<Reply, ProbeError> {
+        tcp_request(self.place(from), to.parse().expect("an address"), source, wait)
     }
 
-    /// [`Lab::trace`] through the plan of `mode` (`nftables` or `iptables`).
-    pub fn trace_in(&self, mode: &str, from: IpAddr, to: &str, protocol: Protocol, iif: Option<&str>) -> Vec<Fate> {
-        let to: SocketAddr = to.parse().expect("an address");
-        let mut folder = Folder::new(&self.manifests()).expect("the folder");
-        let reload = folder.reload().expect("reading the folder");
-        let node = &self.topo.node;
-        let local_addresses = vec![
-            IpAddr::V4(node.ipv4),
-            IpAddr::V6(node.ipv6),
-            IpAddr::V4(node.addressing.bridge_ipv4),
-            IpAddr::V6(node.addressing.bridge_ipv6),
-        ];
-        // An unset nodePortAddresses: every address in iptables mode, the
-        // primary ones in nftables mode (as `kproxy run` resolves it).
-        let (node_port_addresses, host_addresses) = match mode {
-            "iptables" => (NodePortAddresses::Cidrs(Vec::new()), local_addresses.clone()),
-            _ => (NodePortAddresses::Primary, Vec::new()),
-        };
-        let mut builder = StateBuilder::new(StateConfig {
-            node_name: "node-a".into(),
-            node_port_addresses,
-            host_addresses,
-            service_cidrs: SERVICE_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect(),
-            endpoint_controller: true,
-            ..StateConfig::default()
-        });
-        reload.events.into_iter().for_each(|e| builder.apply(e));
-        let _: Changes = builder.take_changes();
-        // What kproxy runs with: a detector unless started without
-        // `--cluster-cidr`, `--masquerade-all` if given.
-        let local_detector = match self.without_cluster_cidr {
-            true => LocalDetector::None,
-            false => LocalDetector::Cidrs(CLUSTER_CIDRS.split(',').map(|c| c.parse().expect("a CIDR")).collect()),
-        };
-        let masquerade_all = self.extra.iter().any(|f| f == "--masquerade-all");
-        let config = PlanConfig { local_detector, masquerade_all, ..PlanConfig::default() };
-        let family = IpFamily::of(&to.ip());
-        let packet = Packet {
-            saddr: from,
-            daddr: to.ip(),
-            protocol,
-            dport: to.port(),
-            iif: iif.map(str::to_owned),
-            local_addresses,
-        };
-        if mode == "iptables" {
-            let config = kproxy_iptables::PlanConfig {
-                local_detector: config.local_detector,
-                masquerade_all,
-                ..Default::default()
-            };
-            let planned = kproxy_iptables::plan(builder.state(), family, &config, None);
-            return kproxy_iptables::trace::trace(&planned, &packet).expect("a traceable plan").fates();
-        }
-        let table = kproxy_nftables::table(builder.state(), family, &config);
-        kproxy_nftables::trace::trace(&table, family, &packet).fates()
-    }
-}
-
-/// One probe of [`Lab::assert_traces_match_the_kernel`]: from this
-/// namespace, with this source address and input interface (`None`: the
-/// node itself), to this frontend.
-pub type TraceCase<'a> = (&'a Netns, IpAddr, Option<&'a str>, &'a str, Protocol);
-
-impl Lab {
-    /// For each case, every endpoint the kernel reached (with masquerade
-    /// yes or no) must be exactly what the `mode`'s tracer says; a refusal
-    /// must be a traced REJECT, a silence a traced DROP.
-    pub fn assert_traces_match_the_kernel(&self, mode: &str, cases: &[TraceCase<'_>]) {
-        self.assert_kernel_does(mode, cases, |source, to, protocol, iif| {
-            self.trace_in(mode, source, to, protocol, iif)
-        });
-    }
-
-    /// For each case, every endpoint the kernel reached (with masquerade
-    /// yes or no) must be exactly what `trace` says; a refusal must be a
-    /// traced REJECT, a silence a traced DROP.
-    pub fn assert_kernel_does(
-        &self,
-        mode: &str,
-        cases: &[TraceCase<'_>],
-        trace: impl Fn(IpAddr, &str, Protocol, Option<&str>) -> Vec<Fate>,
-    ) {
-        let node_ip = IpAddr::V4(self.topo.node.ipv4);
-        let endpoint_of = |backend: &str, v6: bool| -> SocketAddr {
-            let p = self.pod(backend);
-            let ip = if v6 { IpAddr::V6(p.ipv6) } else { IpAddr::V4(p.ipv4) };
-            SocketAddr::new(ip, PORT)
-        };
-        for &(ns, source, iif, to, protocol) in cases {
-            let mut traced = trace(source, to, protocol, iif);
-            let expected_drop = traced == [Fate::Drop];
-            let tries = if expected_drop { 1 } else { 30 };
-            let mut seen = std::collections::BTreeSet::new();
-            for _ in 0..tries {
-                let dest: SocketAddr = to.parse().expect("an address");
-                let result = match expected_drop {
-                    true => Outcome::from(kproxy_sandbox::tcp_request(ns, dest, None, DROP_WAIT)),
-                    false => self.request(ns, to, protocol, None),
-                };
-                seen.insert(match result {
-                    Outcome::Answered { backend, peer } => {
-                        Fate::Dnat { endpoint: endpoint_of(&backend, dest.is_ipv6()), masquerade: peer != source }
-                    }
-                    Outcome::Refused => Fate::Reject,
-                    Outcome::TimedOut => Fate::Drop,
-                    Outcome::Failed(e) => panic!("{to}: {e}"),
-                });
-            }
-            let mut seen: Vec<Fate> = seen.into_iter().collect();
-            if source == node_ip {
-                // The node masqueraded to its own address looks
-                // unmasqueraded from the backend: compare the endpoints only.
-                for fate in seen.iter_mut().chain(traced.iter_mut()) {
-                    if let Fate::Dnat { masquerade, .. } = fate {
-                        *masquerade = false;
-                    }
-                }
-                seen.dedup();
-                traced.dedup();
-            }
-            assert_eq!(
-                seen, traced,
-                "{mode}: {source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}"
-            );
-        }
+    /// Whether a TCP connection from `from` to `to` is silently dropped
+    /// (no answer within [`DROP_WAIT`]).
+    pub fn dropped(&self, from: &Netns, to: &str, source: Option<IpAddr>) -> bool {
+        matches!(self.tcp(from, to, source, DROP_WAIT), Err(ProbeError::TimedOut))
     }
 }
 
@@ -563,6 +467,9 @@ impl Drop for Lab {
         if let Some(kproxy) = self.kproxy.take() {
             let _ = kproxy.kill();
         }
+        // Before the tempdir it is mounted in goes; the cgroup (the last
+        // field) goes after the namespaces and their processes.
+        self.unmount_bpffs();
     }
 }
 

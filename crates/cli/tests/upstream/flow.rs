@@ -137,6 +137,8 @@ impl Flow {
             Mode::Iptables(_) => self.iptables.as_ref(),
             Mode::Nftables => self.nftables.as_ref(),
             Mode::Ipvs => None,
+            // The ebpf mode is held to the common expectation.
+            Mode::Ebpf => None,
         };
         own.unwrap_or(&self.expect)
     }

@@ -1,0 +1,130 @@
+//! kproxy's maps as the loader uses them: opened from their pins, written
+//! by [`Op`]s and read back into [`Contents`]. Keys and values are the
+//! bytes of `kproxy_ebpf::maps`' types, which mirror `kproxy_maps.h`.
+
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use aya::maps::MapData;
+use kproxy_ebpf::maps::{
+    BackendKey, CidrKey, Config, Contents, Frontend, FrontendKey, MapBytes, Op, RangeKey, names,
+};
+
+use crate::error::BpfError;
+use crate::sys;
+
+/// The maps kproxy writes (the LRU maps belong to the programs).
+pub(crate) struct Maps {
+    frontends: MapData,
+    backends: MapData,
+    rr: MapData,
+    source_ranges: MapData,
+    local_cidrs: MapData,
+    config: MapData,
+}
+
+/// Every map's name, for pinning and cleanup.
+pub(crate) const ALL: [&str; 9] = [
+    names::FRONTENDS,
+    names::BACKENDS,
+    names::RR,
+    names::SOURCE_RANGES,
+    names::LOCAL_CIDRS,
+    names::AFFINITY,
+    names::FLOWS,
+    names::SOCK_REV,
+    names::CONFIG,
+];
+
+fn open(pin_dir: &Path, map: &'static str) -> Result<MapData, BpfError> {
+    MapData::from_pin(pin_dir.join(map)).map_err(|e| BpfError::OpenMap { map, source: Box::new(e) })
+}
+
+/// A value of a `MapBytes` type from the bytes the kernel returned.
+fn from_bytes<T: MapBytes + Default>(bytes: &[u8]) -> T {
+    let mut value = T::default();
+    assert_eq!(bytes.len(), std::mem::size_of::<T>(), "a map element of the declared size");
+    // SAFETY: MapBytes types are repr(C) integers and byte arrays, so any
+    // bytes of the right length are a valid value; the sizes match above.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), bytes.len()) };
+    value
+}
+
+impl Maps {
+    pub(crate) fn open(pin_dir: &Path) -> Result<Maps, BpfError> {
+        Ok(Maps {
+            frontends: open(pin_dir, names::FRONTENDS)?,
+            backends: open(pin_dir, names::BACKENDS)?,
+            rr: open(pin_dir, names::RR)?,
+            source_ranges: open(pin_dir, names::SOURCE_RANGES)?,
+            local_cidrs: open(pin_dir, names::LOCAL_CIDRS)?,
+            config: open(pin_dir, names::CONFIG)?,
+        })
+    }
+
+    /// Write one op: the map it touched and the kernel's answer.
+    pub(crate) fn apply(&self, op: &Op) -> (&'static str, std::io::Result<()>) {
+        const ONE: [u8; 1] = [1];
+        let put = |m: &MapData, k: &[u8], v: &[u8]| sys::map_update(m.fd().as_fd(), k, v);
+        let del = |m: &MapData, k: &[u8]| sys::map_delete(m.fd().as_fd(), k);
+        match op {
+            Op::PutBackend(k, v) => (names::BACKENDS, put(&self.backends, k.bytes(), v.bytes())),
+            Op::DeleteBackend(k) => (names::BACKENDS, del(&self.backends, k.bytes())),
+            Op::PutFrontend(k, v) => (names::FRONTENDS, put(&self.frontends, k.bytes(), v.bytes())),
+            Op::DeleteFrontend(k) => (names::FRONTENDS, del(&self.frontends, k.bytes())),
+            Op::PutSourceRange(k) => (names::SOURCE_RANGES, put(&self.source_ranges, k.bytes(), &ONE)),
+            Op::DeleteSourceRange(k) => (names::SOURCE_RANGES, del(&self.source_ranges, k.bytes())),
+            Op::PutLocalCidr(k) => (names::LOCAL_CIDRS, put(&self.local_cidrs, k.bytes(), &ONE)),
+            Op::DeleteLocalCidr(k) => (names::LOCAL_CIDRS, del(&self.local_cidrs, k.bytes())),
+            Op::DeleteRr(group) => (names::RR, del(&self.rr, &group.to_ne_bytes())),
+            Op::PutConfig(c) => (names::CONFIG, put(&self.config, &0u32.to_ne_bytes(), c.bytes())),
+        }
+    }
+
+    pub(crate) fn dump(&self) -> Result<Contents, BpfError> {
+        let mut contents = Contents::default();
+        for (k, v) in entries::<FrontendKey>(&self.frontends, names::FRONTENDS, 32)? {
+            contents.frontends.insert(k, from_bytes::<Frontend>(&v));
+        }
+        for (k, v) in entries::<BackendKey>(&self.backends, names::BACKENDS, 20)? {
+            contents.backends.insert(k, from_bytes(&v));
+        }
+        for (k, _) in entries::<RangeKey>(&self.source_ranges, names::SOURCE_RANGES, 1)? {
+            contents.source_ranges.insert(k);
+        }
+        for (k, _) in entries::<CidrKey>(&self.local_cidrs, names::LOCAL_CIDRS, 1)? {
+            contents.local_cidrs.insert(k);
+        }
+        Ok(contents)
+    }
+
+    pub(crate) fn config(&self) -> Result<Config, BpfError> {
+        let mut value = [0u8; std::mem::size_of::<Config>()];
+        sys::map_lookup(self.config.fd().as_fd(), &0u32.to_ne_bytes(), &mut value)
+            .map_err(|source| BpfError::MapRead { map: names::CONFIG, source })?;
+        Ok(from_bytes(&value))
+    }
+}
+
+/// Every (key, value bytes) of a map. Walking with GET_NEXT_KEY while the
+/// programs write is fine for the planner's maps: only kproxy writes them.
+fn entries<K: MapBytes + Default>(
+    map: &MapData,
+    name: &'static str,
+    value_size: usize,
+) -> Result<Vec<(K, Vec<u8>)>, BpfError> {
+    let fd = map.fd().as_fd();
+    let err = |source| BpfError::MapRead { map: name, source };
+    let mut out = Vec::new();
+    let mut key = vec![0u8; std::mem::size_of::<K>()];
+    let mut prev: Option<Vec<u8>> = None;
+    while sys::map_next_key(fd, prev.as_deref(), &mut key).map_err(err)? {
+        let mut value = vec![0u8; value_size];
+        // A key deleted between the two calls is skipped.
+        if sys::map_lookup(fd, &key, &mut value).map_err(err)? {
+            out.push((from_bytes::<K>(&key), value));
+        }
+        prev = Some(key.clone());
+    }
+    Ok(out)
+}

@@ -1,0 +1,1 @@
+//! Real-kernel tests of the loader and the programs.

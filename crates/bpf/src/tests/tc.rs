@@ -1,0 +1,117 @@
+//! tc NAT: client netns -- veth -- node netns (programs on the node's
+//! client-facing veth) -- veth -- backend netns. Connections to a node
+//! port on the node are DNATed to the backend on ingress and the replies'
+//! source rewritten back on egress.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use kproxy_ebpf::maps::{Op, RangeKey, addr16, flags, verdict};
+use kproxy_sandbox::{Backend, Netns, ProbeError, tcp_request, udp_request};
+
+use super::sock::Cleanup;
+use super::support::{Bpffs, TCP, UDP, fkey, kernel_available, service, verdict_frontend};
+use crate::Datapath;
+
+const TIMEOUT: Duration = Duration::from_secs(2);
+const SHORT: Duration = Duration::from_millis(700);
+
+struct Fixture {
+    _cleanup: Cleanup,
+    datapath: Datapath,
+    _bpffs: Bpffs,
+    _backend: Backend,
+    port: u16,
+    client: Netns,
+    _node: Netns,
+    _server: Netns,
+}
+
+fn veth(ns: &Netns, name: &str, peer: &Netns, peer_name: &str) {
+    ns.ip(&["link", "add", name, "type", "veth", "peer", "name", peer_name, "netns", peer.name()]).expect("veth");
+    ns.ip(&["link", "set", name, "up"]).expect("link up");
+    peer.ip(&["link", "set", peer_name, "up"]).expect("peer up");
+}
+
+fn address(ns: &Netns, dev: &str, v4: &str, v6: &str) {
+    ns.ip(&["addr", "add", v4, "dev", dev]).expect("v4 address");
+    ns.ip(&["addr", "add", v6, "dev", dev, "nodad"]).expect("v6 address");
+}
+
+fn fixture() -> Fixture {
+    let client = Netns::new("bpftcc").expect("client netns");
+    let node = Netns::new("bpftcn").expect("node netns");
+    let server = Netns::new("bpftcs").expect("backend netns");
+    veth(&node, "n0", &client, "c0");
+    veth(&node, "n1", &server, "b0");
+    address(&client, "c0", "10.0.1.2/24", "fd00:1::2/64");
+    address(&node, "n0", "10.0.1.1/24", "fd00:1::1/64");
+    address(&node, "n1", "10.0.2.1/24", "fd00:2::1/64");
+    address(&server, "b0", "10.0.2.2/24", "fd00:2::2/64");
+    for (ns, v4, v6) in [(&client, "10.0.1.1", "fd00:1::1"), (&server, "10.0.2.1", "fd00:2::1")] {
+        ns.ip(&["route", "add", "default", "via", v4]).expect("v4 default route");
+        ns.ip(&["-6", "route", "add", "default", "via", v6]).expect("v6 default route");
+    }
+    node.sysctl("net.ipv4.ip_forward", "1").expect("forwarding");
+    node.sysctl("net.ipv6.conf.all.forwarding", "1").expect("v6 forwarding");
+    let backend = Backend::start(&server, "b1", 0, true, true).expect("a backend");
+    let port = backend.port();
+    let bpffs = Bpffs::mount();
+    let cleanup = Cleanup(bpffs.pin_dir());
+    let mut datapath = Datapath::load(&bpffs.pin_dir()).expect("load the datapath");
+    node.enter(|| datapath.attach_tc("n0")).expect("attach to n0");
+    let mut ops = Vec::new();
+    ops.extend(service(("10.0.1.1", 30080, TCP), 1, &[("10.0.2.2", port)], 1));
+    ops.extend(service(("10.0.1.1", 30080, UDP), 2, &[("10.0.2.2", port)], 2));
+    ops.extend(service(("fd00:1::1", 30080, TCP), 3, &[("fd00:2::2", port)], 3));
+    ops.extend(service(("fd00:1::1", 30080, UDP), 4, &[("fd00:2::2", port)], 4));
+    ops.push(verdict_frontend(fkey("10.0.1.1", 30081, TCP), verdict::DROP, 0, 5));
+    datapath.apply(&ops).expect("write the services");
+    Fixture { _cleanup: cleanup, datapath, _bpffs: bpffs, _backend: backend, port, client, _node: node, _server: server }
+}
+
+fn at(s: &str) -> SocketAddr {
+    s.parse().expect("a literal address")
+}
+
+#[test]
+fn tcp_and_udp_to_a_node_port_reach_the_backend_and_replies_come_from_the_node_port() {
+    if !kernel_available("tc nat") {
+        return;
+    }
+    let f = fixture();
+    for (frontend, client_ip) in [("10.0.1.1:30080", "10.0.1.2"), ("[fd00:1::1]:30080", "fd00:1::2")] {
+        // TCP completes only if the SYN-ACK's source was rewritten back to
+        // the node port; a connected UDP socket only accepts a reply from it.
+        let reply = tcp_request(&f.client, at(frontend), None, TIMEOUT).expect(frontend);
+        assert_eq!((reply.backend.as_str(), reply.peer), ("b1", client_ip.parse().expect("ip")), "tcp {frontend}");
+        let reply = udp_request(&f.client, at(frontend), None, TIMEOUT).expect(frontend);
+        assert_eq!((reply.backend.as_str(), reply.peer), ("b1", client_ip.parse().expect("ip")), "udp {frontend}");
+    }
+    let _ = f.port;
+}
+
+#[test]
+fn a_drop_frontend_and_a_source_outside_the_ranges_are_dropped_on_tc() {
+    if !kernel_available("tc drop") {
+        return;
+    }
+    let mut f = fixture();
+    let got = tcp_request(&f.client, at("10.0.1.1:30081"), None, SHORT);
+    assert_eq!(got.map(|_| ()), Err(ProbeError::TimedOut), "DROP");
+
+    // A frontend allowing only 192.168.0.0/16 drops the client...
+    let mut ops = service(("10.0.1.1", 30082, TCP), 6, &[("10.0.2.2", f.port)], 7);
+    if let Some(Op::PutFrontend(_, fe)) = ops.last_mut() {
+        fe.flags |= flags::SOURCE_RANGES;
+    }
+    let range = |ip: &str, bits: u32| RangeKey { prefixlen: 32 + 96 + bits, id: 7u32.to_be(), addr: addr16(ip.parse().expect("ip")) };
+    ops.push(Op::PutSourceRange(range("192.168.0.0", 16)));
+    f.datapath.apply(&ops).expect("a frontend with source ranges");
+    let got = tcp_request(&f.client, at("10.0.1.1:30082"), None, SHORT);
+    assert_eq!(got.map(|_| ()), Err(ProbeError::TimedOut), "outside the ranges");
+    // ...until its range is added.
+    f.datapath.apply(&[Op::PutSourceRange(range("10.0.1.0", 24))]).expect("add the client's range");
+    let reply = tcp_request(&f.client, at("10.0.1.1:30082"), None, TIMEOUT).expect("inside the ranges");
+    assert_eq!(reply.backend, "b1");
+}

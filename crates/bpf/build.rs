@@ -12,7 +12,8 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SOURCES: &[&str] = &["kproxy.bpf.c", "kp_lb.h", "kp_sock.h", "kp_tc.h", "kproxy_maps.h", "build.sh", "kproxy.bpf.o"];
+const SOURCES: &[&str] =
+    &["kproxy.bpf.c", "kp_lb.h", "kp_sock.h", "kp_tc.h", "kproxy_maps.h", "build.sh", "kproxy.bpf.o"];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=KPROXY_BPF_CLANG");

@@ -84,7 +84,8 @@ impl Datapath {
     /// Attach the tc programs to `ifname`'s ingress and egress: tcx links
     /// (pinned) where the kernel has tcx, else cls_bpf filters.
     pub fn attach_tc(&mut self, ifname: &str) -> Result<(), BpfError> {
-        for (name, kind) in [(programs::TC_INGRESS, TcAttachType::Ingress), (programs::TC_EGRESS, TcAttachType::Egress)] {
+        for (name, kind) in [(programs::TC_INGRESS, TcAttachType::Ingress), (programs::TC_EGRESS, TcAttachType::Egress)]
+        {
             if has_tcx() {
                 self.attach_tcx(name, kind, ifname)?;
             } else {

@@ -66,7 +66,8 @@ fn remove_filters() -> Result<usize, BpfError> {
     let interfaces = sys::interfaces().map_err(|source| BpfError::Detach { interface: "*".into(), source })?;
     let mut count = 0;
     for interface in interfaces {
-        for (name, kind) in [(programs::TC_INGRESS, TcAttachType::Ingress), (programs::TC_EGRESS, TcAttachType::Egress)] {
+        for (name, kind) in [(programs::TC_INGRESS, TcAttachType::Ingress), (programs::TC_EGRESS, TcAttachType::Egress)]
+        {
             match remove_cls_bpf(&interface, name, kind) {
                 Ok(true) => count += 1,
                 Ok(false) => {}

@@ -43,7 +43,7 @@ impl Datapath {
         let pins: Vec<(&str, PathBuf)> = maps::ALL.iter().map(|name| (*name, pin_dir.join(name))).collect();
         let mut loader = EbpfLoader::new();
         for (name, path) in &pins {
-            loader.map_pin_path(*name, path.as_path());
+            loader.map_pin_path(name, path.as_path());
         }
         let mut ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
         for name in programs::SOCK {

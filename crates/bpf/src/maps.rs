@@ -6,9 +6,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 
 use aya::maps::MapData;
-use kproxy_ebpf::maps::{
-    BackendKey, CidrKey, Config, Contents, Frontend, FrontendKey, MapBytes, Op, RangeKey, names,
-};
+use kproxy_ebpf::maps::{BackendKey, CidrKey, Config, Contents, Frontend, FrontendKey, MapBytes, Op, RangeKey, names};
 
 use crate::error::BpfError;
 use crate::sys;

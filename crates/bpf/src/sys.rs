@@ -93,9 +93,7 @@ pub fn map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Resu
 /// The key after `key` (the first key when `None`); false at the end.
 pub fn map_next_key(map: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
     let mut attr = Attr::new();
-    attr.put_u32(0, map.as_raw_fd() as u32)
-        .put_u64(8, key.map_or(0, ptr))
-        .put_u64(16, next.as_mut_ptr() as u64);
+    attr.put_u32(0, map.as_raw_fd() as u32).put_u64(8, key.map_or(0, ptr)).put_u64(16, next.as_mut_ptr() as u64);
     match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
         other => other.map(|_| true),
@@ -176,10 +174,7 @@ pub fn prog_query(target: BorrowedFd<'_>, attach_type: u32) -> io::Result<Vec<u3
 /// Run a program once on `data` (`BPF_PROG_TEST_RUN`): its return value.
 pub fn prog_test_run(prog: BorrowedFd<'_>, data: &[u8]) -> io::Result<u32> {
     let mut attr = Attr::new();
-    attr.put_u32(0, prog.as_raw_fd() as u32)
-        .put_u32(8, data.len() as u32)
-        .put_u64(16, ptr(data))
-        .put_u32(32, 1);
+    attr.put_u32(0, prog.as_raw_fd() as u32).put_u32(8, data.len() as u32).put_u64(16, ptr(data)).put_u32(32, 1);
     bpf(BPF_PROG_TEST_RUN, &mut attr)?;
     Ok(attr.get_u32(4))
 }

@@ -110,8 +110,7 @@ pub fn service(frontend: (&str, u16, u8), group: u32, backends: &[(&str, u16)], 
             )
         })
         .collect();
-    let sel =
-        Selection { group, count: backends.len() as u16, verdict: verdict::FORWARD, sched: sched::RANDOM };
+    let sel = Selection { group, count: backends.len() as u16, verdict: verdict::FORWARD, sched: sched::RANDOM };
     ops.push(Op::PutFrontend(
         fkey(frontend.0, frontend.1, frontend.2),
         Frontend { internal: sel, external: sel, id, ..Frontend::default() },
@@ -131,3 +130,27 @@ pub fn fkey(ip: &str, port: u16, proto: u8) -> FrontendKey {
 
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
+
+/// Wait (up to 3 s) until `interfaces` in `ns` have carrier and `ns` has
+/// no tentative IPv6 address: a new veth drops what it is given until
+/// linkwatch (which batches for up to a second) has seen its carrier.
+pub fn wait_ready(ns: &kproxy_sandbox::Netns, interfaces: &[&str]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let links = ns.ip_output(&["-o", "link", "show"]).expect("ip link show");
+        let tentative = ns.ip_output(&["-6", "-o", "addr", "show", "tentative"]).expect("ip addr show");
+        let running = |name: &str| {
+            links.lines().any(|l| {
+                let mut fields = l.split_whitespace();
+                let named = fields.nth(1).is_some_and(|f| f.trim_end_matches(':').split('@').next() == Some(name));
+                let flags = fields.next().unwrap_or_default();
+                named && flags.contains("LOWER_UP") && !flags.contains("NO-CARRIER")
+            })
+        };
+        if interfaces.iter().all(|i| running(i)) && tentative.trim().is_empty() {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{interfaces:?} not ready in {}: {links}{tentative}", ns.name());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -10,7 +10,7 @@ use kproxy_ebpf::maps::{Op, RangeKey, addr16, flags, verdict};
 use kproxy_sandbox::{Backend, Netns, ProbeError, tcp_request, udp_request};
 
 use super::sock::Cleanup;
-use super::support::{Bpffs, TCP, UDP, fkey, kernel_available, service, verdict_frontend};
+use super::support::{Bpffs, TCP, UDP, fkey, kernel_available, service, verdict_frontend, wait_ready};
 use crate::Datapath;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -52,6 +52,9 @@ fn fixture() -> Fixture {
         ns.ip(&["route", "add", "default", "via", v4]).expect("v4 default route");
         ns.ip(&["-6", "route", "add", "default", "via", v6]).expect("v6 default route");
     }
+    wait_ready(&client, &["c0"]);
+    wait_ready(&node, &["n0", "n1"]);
+    wait_ready(&server, &["b0"]);
     node.sysctl("net.ipv4.ip_forward", "1").expect("forwarding");
     node.sysctl("net.ipv6.conf.all.forwarding", "1").expect("v6 forwarding");
     let backend = Backend::start(&server, "b1", 0, true, true).expect("a backend");
@@ -67,7 +70,16 @@ fn fixture() -> Fixture {
     ops.extend(service(("fd00:1::1", 30080, UDP), 4, &[("fd00:2::2", port)], 4));
     ops.push(verdict_frontend(fkey("10.0.1.1", 30081, TCP), verdict::DROP, 0, 5));
     datapath.apply(&ops).expect("write the services");
-    Fixture { _cleanup: cleanup, datapath, _bpffs: bpffs, _backend: backend, port, client, _node: node, _server: server }
+    Fixture {
+        _cleanup: cleanup,
+        datapath,
+        _bpffs: bpffs,
+        _backend: backend,
+        port,
+        client,
+        _node: node,
+        _server: server,
+    }
 }
 
 fn at(s: &str) -> SocketAddr {
@@ -88,7 +100,6 @@ fn tcp_and_udp_to_a_node_port_reach_the_backend_and_replies_come_from_the_node_p
         let reply = udp_request(&f.client, at(frontend), None, TIMEOUT).expect(frontend);
         assert_eq!((reply.backend.as_str(), reply.peer), ("b1", client_ip.parse().expect("ip")), "udp {frontend}");
     }
-    let _ = f.port;
 }
 
 #[test]
@@ -105,7 +116,11 @@ fn a_drop_frontend_and_a_source_outside_the_ranges_are_dropped_on_tc() {
     if let Some(Op::PutFrontend(_, fe)) = ops.last_mut() {
         fe.flags |= flags::SOURCE_RANGES;
     }
-    let range = |ip: &str, bits: u32| RangeKey { prefixlen: 32 + 96 + bits, id: 7u32.to_be(), addr: addr16(ip.parse().expect("ip")) };
+    let range = |ip: &str, bits: u32| RangeKey {
+        prefixlen: 32 + 96 + bits,
+        id: 7u32.to_be(),
+        addr: addr16(ip.parse().expect("ip")),
+    };
     ops.push(Op::PutSourceRange(range("192.168.0.0", 16)));
     f.datapath.apply(&ops).expect("a frontend with source ranges");
     let got = tcp_request(&f.client, at("10.0.1.1:30082"), None, SHORT);

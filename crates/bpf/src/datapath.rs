@@ -54,6 +54,7 @@ impl Datapath {
             let program: &mut SchedClassifier = program_mut(&mut ebpf, name)?;
             program.load().map_err(|e| BpfError::LoadProgram { program: name, source: Box::new(e) })?;
         }
+        maps::check_layout(pin_dir)?;
         let maps = Maps::open(pin_dir)?;
         Ok(Datapath { pin_dir: pin_dir.into(), ebpf, maps })
     }

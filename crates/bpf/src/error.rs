@@ -38,6 +38,11 @@ pub enum BpfError {
         #[source]
         source: Box<aya::maps::MapError>,
     },
+    /// A map's key or value size differs from `kproxy_ebpf::maps` (the
+    /// object and the Rust mirror of `kproxy_maps.h` disagree, or an old
+    /// pinned map has another layout: `kproxy cleanup` removes it).
+    #[error("map {map} has key/value sizes {got:?}, kproxy expects {want:?}")]
+    Layout { map: &'static str, want: (usize, usize), got: (usize, usize) },
     /// Attaching (or re-pointing a pinned link of) a program.
     #[error("attach {program} to {target}")]
     Attach {

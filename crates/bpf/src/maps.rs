@@ -6,7 +6,10 @@ use std::os::fd::AsFd;
 use std::path::Path;
 
 use aya::maps::MapData;
-use kproxy_ebpf::maps::{BackendKey, CidrKey, Config, Contents, Frontend, FrontendKey, MapBytes, Op, RangeKey, names};
+use kproxy_ebpf::maps::{
+    Affinity, AffinityKey, Backend, BackendKey, CidrKey, Config, Contents, Flow, FlowKey, Frontend, FrontendKey,
+    MapBytes, Op, RangeKey, SockRev, SockRevKey, names,
+};
 
 use crate::error::BpfError;
 use crate::sys;
@@ -34,8 +37,40 @@ pub(crate) const ALL: [&str; 9] = [
     names::CONFIG,
 ];
 
+/// Every map's key and value size as `kproxy_ebpf::maps` lays them out.
+const LAYOUT: [(&str, usize, usize); 9] = {
+    use std::mem::size_of;
+    [
+        (names::FRONTENDS, size_of::<FrontendKey>(), size_of::<Frontend>()),
+        (names::BACKENDS, size_of::<BackendKey>(), size_of::<Backend>()),
+        (names::RR, 4, 8),
+        (names::SOURCE_RANGES, size_of::<RangeKey>(), 1),
+        (names::LOCAL_CIDRS, size_of::<CidrKey>(), 1),
+        (names::AFFINITY, size_of::<AffinityKey>(), size_of::<Affinity>()),
+        (names::FLOWS, size_of::<FlowKey>(), size_of::<Flow>()),
+        (names::SOCK_REV, size_of::<SockRevKey>(), size_of::<SockRev>()),
+        (names::CONFIG, 4, size_of::<Config>()),
+    ]
+};
+
+/// Open a pinned map, checking its key and value sizes against the Rust
+/// mirror: the map syscalls read as many bytes as the map says, so a
+/// contract drift must fail here, not read past a buffer.
 fn open(pin_dir: &Path, map: &'static str) -> Result<MapData, BpfError> {
-    MapData::from_pin(pin_dir.join(map)).map_err(|e| BpfError::OpenMap { map, source: Box::new(e) })
+    let data = MapData::from_pin(pin_dir.join(map)).map_err(|e| BpfError::OpenMap { map, source: Box::new(e) })?;
+    let info = data.info().map_err(|e| BpfError::OpenMap { map, source: Box::new(e) })?;
+    let (_, key, value) = LAYOUT.iter().find(|(name, _, _)| *name == map).expect("every map has a layout");
+    let got = (info.key_size() as usize, info.value_size() as usize);
+    if got != (*key, *value) {
+        return Err(BpfError::Layout { map, want: (*key, *value), got });
+    }
+    Ok(data)
+}
+
+/// Check every map's layout (the LRU maps too, which the loader never
+/// writes, so that the contract holds for all of `kproxy_maps.h`).
+pub(crate) fn check_layout(pin_dir: &Path) -> Result<(), BpfError> {
+    ALL.iter().try_for_each(|map| open(pin_dir, map).map(drop))
 }
 
 /// A value of a `MapBytes` type from the bytes the kernel returned.

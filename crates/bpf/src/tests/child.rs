@@ -33,7 +33,7 @@ pub fn run(ns: &Netns, cgroup: Option<&TestCgroup>, task: &str) -> Outcome {
         std::fs::OpenOptions::new().write(true).open(c.path().join("cgroup.procs")).expect("open cgroup.procs")
     });
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
-    command.args(["--exact", "tests::child::child_entry", "--nocapture", "--test-threads=1"]);
+    command.args(["--exact", "tests::child::child_entry", "--ignored", "--nocapture", "--test-threads=1"]);
     command.env("KP_BPF_CHILD", task);
     let (netns_fd, procs_fd) = (netns.as_raw_fd(), procs.as_ref().map(|f| f.as_raw_fd()));
     // SAFETY: between fork and exec the hook only makes two syscalls
@@ -89,8 +89,9 @@ fn udp(to: SocketAddr) -> std::io::Result<(SocketAddr, String)> {
     Ok((from, String::from_utf8_lossy(&buf[..n]).into_owned()))
 }
 
-/// The child's side; does nothing in a normal test run.
+/// The child's side (ignored: it is a client process, not a test).
 #[test]
+#[ignore = "the socket tests' client process; runs only as their child"]
 fn child_entry() {
     let Ok(task) = std::env::var("KP_BPF_CHILD") else { return };
     let (kind, to) = task.split_once(' ').expect("KIND ADDR");

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kproxy_ebpf::maps::{Op, RangeKey, addr16, flags, verdict};
+use kproxy_ebpf::maps::{Config, Op, RangeKey, addr16, flags, verdict};
 use kproxy_sandbox::{Backend, Netns, ProbeError, tcp_request, udp_request};
 
 use super::sock::Cleanup;
@@ -23,7 +23,7 @@ struct Fixture {
     _backend: Backend,
     port: u16,
     client: Netns,
-    _node: Netns,
+    node: Netns,
     _server: Netns,
 }
 
@@ -70,16 +70,7 @@ fn fixture() -> Fixture {
     ops.extend(service(("fd00:1::1", 30080, UDP), 4, &[("fd00:2::2", port)], 4));
     ops.push(verdict_frontend(fkey("10.0.1.1", 30081, TCP), verdict::DROP, 0, 5));
     datapath.apply(&ops).expect("write the services");
-    Fixture {
-        _cleanup: cleanup,
-        datapath,
-        _bpffs: bpffs,
-        _backend: backend,
-        port,
-        client,
-        _node: node,
-        _server: server,
-    }
+    Fixture { _cleanup: cleanup, datapath, _bpffs: bpffs, _backend: backend, port, client, node, _server: server }
 }
 
 fn at(s: &str) -> SocketAddr {
@@ -129,4 +120,36 @@ fn a_drop_frontend_and_a_source_outside_the_ranges_are_dropped_on_tc() {
     f.datapath.apply(&[Op::PutSourceRange(range("10.0.1.0", 24))]).expect("add the client's range");
     let reply = tcp_request(&f.client, at("10.0.1.1:30082"), None, TIMEOUT).expect("inside the ranges");
     assert_eq!(reply.backend, "b1");
+}
+
+#[test]
+fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
+    if !kernel_available("tc marks") {
+        return;
+    }
+    let mut f = fixture();
+    let config = Config { masquerade_mark: 0x4000, reject_mark: 0x8000, ..Config::default() };
+    f.datapath.write_config(config).expect("config");
+    let mut ops = service(("10.0.1.1", 30090, TCP), 9, &[("10.0.2.2", f.port)], 9);
+    if let Some(Op::PutFrontend(_, fe)) = ops.last_mut() {
+        fe.flags |= flags::MASQ_EXTERNAL;
+    }
+    ops.push(verdict_frontend(fkey("10.0.1.1", 30091, TCP), verdict::REJECT, 0, 10));
+    f.datapath.apply(&ops).expect("services");
+    // Stand-ins for the companion table: masquerade on the mark, and drop
+    // (so that it differs from the node's own RST) on the reject mark.
+    let rules = "table ip kpmarks {
+        chain post { type nat hook postrouting priority srcnat; meta mark & 0x4000 == 0x4000 masquerade; }
+        chain input { type filter hook input priority 0; meta mark & 0x8000 == 0x8000 drop; }
+    }";
+    let file = tempfile::NamedTempFile::new().expect("a rules file");
+    std::fs::write(file.path(), rules).expect("write the rules");
+    f.node.exec("nft", &["-f", &file.path().display().to_string()]).expect("load the rules");
+
+    let masqueraded = tcp_request(&f.client, at("10.0.1.1:30090"), None, TIMEOUT).expect("masqueraded");
+    assert_eq!(masqueraded.peer, "10.0.2.1".parse::<std::net::IpAddr>().expect("ip"), "the node's address");
+    let plain = tcp_request(&f.client, at("10.0.1.1:30080"), None, TIMEOUT).expect("not masqueraded");
+    assert_eq!(plain.peer, "10.0.1.2".parse::<std::net::IpAddr>().expect("ip"), "the client's address");
+    let rejected = tcp_request(&f.client, at("10.0.1.1:30091"), None, SHORT);
+    assert_eq!(rejected.map(|_| ()), Err(ProbeError::TimedOut), "the reject mark was set");
 }

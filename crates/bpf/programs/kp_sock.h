@@ -69,9 +69,6 @@ static __always_inline int kp_sock_forward(struct bpf_sock_addr *ctx, struct kp_
 		/* DROP: the companion nftables table drops the packets. */
 		return 0;
 	}
-	/* A FORWARD hit on the port-0 entry would be a planner bug. */
-	if (key->port == 0)
-		return 0;
 	kp_sock_client(ctx, &client);
 	if (!kp_pick(key, fe, 0, &client, be))
 		return 0;

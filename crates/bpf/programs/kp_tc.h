@@ -204,7 +204,8 @@ static __always_inline int kp_tc_new(struct __sk_buff *skb, struct kp_pkt *pkt)
 	default:
 		break;
 	}
-	if (fk.port == 0 || pkt->l4_csum == 0)
+	/* SCTP: looked up, not translated (see the top of this file). */
+	if (pkt->l4_csum == 0)
 		return TC_ACT_OK;
 	__builtin_memcpy(client.id, pkt->key.saddr, 16);
 	client.hash = kp_hash(client.id);

@@ -6,9 +6,8 @@
  * netfilter never NATs it (no conntrack NAT entry); recvmsg and
  * getpeername show the frontend again (kp_sock_rev).
  *
- * Not translated: loopback destinations, and IPv4 destinations written as
- * v4-mapped IPv6 addresses on IPv6 sockets (connect6/sendmsg6 to
- * ::ffff:a.b.c.d) for now.
+ * Not translated: loopback destinations. IPv4 destinations of IPv6
+ * sockets (v4-mapped, ::ffff:a.b.c.d) are translated like IPv4 ones.
  */
 #ifndef KP_SOCK_H
 #define KP_SOCK_H
@@ -72,6 +71,9 @@ static __always_inline int kp_sock_forward(struct bpf_sock_addr *ctx, struct kp_
 	kp_sock_client(ctx, &client);
 	if (!kp_pick(key, fe, 0, &client, be))
 		return 0;
+	/* A backend of the other family cannot serve this connection. */
+	if (kp_addr_is_v4(be->addr) != kp_addr_is_v4(key->addr))
+		return 0;
 	rkey.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rkey.addr, be->addr, 16);
 	rkey.port = be->port;
@@ -105,9 +107,6 @@ static __always_inline int kp_sock4(struct bpf_sock_addr *ctx)
 		return kp_sock_refuse(ctx);
 	if (ret == 0)
 		return KP_SOCK_ALLOW;
-	/* An IPv6 backend cannot serve an IPv4 socket: pass untranslated. */
-	if (!kp_addr_is_v4(be.addr))
-		return KP_SOCK_ALLOW;
 	__builtin_memcpy(&backend_ip, be.addr + 12, 4);
 	ctx->user_ip4 = backend_ip;
 	ctx->user_port = be.port;
@@ -123,10 +122,12 @@ static __always_inline int kp_sock6(struct bpf_sock_addr *ctx)
 
 	kp_ctx_ip6_get(ctx, w);
 	__builtin_memcpy(key.addr, w, 16);
-	/* ::1 is loopback; ::ffff:0:0/96 is left to the IPv4 path (todo). */
-	if (w[0] == 0 && w[1] == 0 && (w[2] == 0 && w[3] == bpf_htonl(1)))
+	/* ::1 and ::ffff:127.0.0.0/104 are loopback. An IPv4 destination on
+	 * an IPv6 socket is v4-mapped, which is how the maps write IPv4: it
+	 * finds the IPv4 frontend and gets a v4-mapped backend. */
+	if (w[0] == 0 && w[1] == 0 && w[2] == 0 && w[3] == bpf_htonl(1))
 		return KP_SOCK_ALLOW;
-	if (w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0xffff))
+	if (kp_addr_is_v4(key.addr) && (bpf_ntohl(w[3]) >> 24) == 127)
 		return KP_SOCK_ALLOW;
 	key.port = (__be16)ctx->user_port;
 	key.proto = ctx->protocol;
@@ -134,8 +135,6 @@ static __always_inline int kp_sock6(struct bpf_sock_addr *ctx)
 	if (ret < 0)
 		return kp_sock_refuse(ctx);
 	if (ret == 0)
-		return KP_SOCK_ALLOW;
-	if (kp_addr_is_v4(be.addr))
 		return KP_SOCK_ALLOW;
 	__builtin_memcpy(w, be.addr, 16);
 	kp_ctx_ip6_set(ctx, w);

@@ -68,7 +68,8 @@ fn a_client_in_the_cgroup_reaches_the_backend_through_the_cluster_ip_and_sees_th
         return;
     }
     let f = fixture();
-    for frontend in ["10.96.0.10:80", "[fd00:96::10]:80"] {
+    // The v4-mapped destination is an IPv4 connection on an IPv6 socket.
+    for frontend in ["10.96.0.10:80", "[fd00:96::10]:80", "[::ffff:10.96.0.10]:80"] {
         let got = child::run(&f.ns, Some(&f.cgroup), &format!("tcp {frontend}"));
         let Outcome::Reply { peer, line } = got else { panic!("{frontend}: {got:?}") };
         assert_eq!(peer, addr(frontend), "getpeername shows the frontend");
@@ -82,7 +83,7 @@ fn a_udp_reply_through_the_cluster_ip_comes_from_the_cluster_ip() {
         return;
     }
     let f = fixture();
-    for frontend in ["10.96.0.10:53", "[fd00:96::10]:53"] {
+    for frontend in ["10.96.0.10:53", "[fd00:96::10]:53", "[::ffff:10.96.0.10]:53"] {
         let got = child::run(&f.ns, Some(&f.cgroup), &format!("udp {frontend}"));
         let Outcome::Reply { peer, line } = got else { panic!("{frontend}: {got:?}") };
         assert_eq!(peer, addr(frontend), "recvmsg shows the frontend as the source");

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kproxy_ebpf::maps::{Config, Op, RangeKey, addr16, flags, verdict};
+use kproxy_ebpf::maps::{CidrKey, Config, Op, RangeKey, Selection, addr16, config_flags, flags, verdict};
 use kproxy_sandbox::{Backend, Netns, ProbeError, tcp_request, udp_request};
 
 use super::sock::Cleanup;
@@ -152,4 +152,27 @@ fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
     assert_eq!(plain.peer, "10.0.1.2".parse::<std::net::IpAddr>().expect("ip"), "the client's address");
     let rejected = tcp_request(&f.client, at("10.0.1.1:30091"), None, SHORT);
     assert_eq!(rejected.map(|_| ()), Err(ProbeError::TimedOut), "the reject mark was set");
+}
+
+#[test]
+fn the_local_detector_gives_local_sources_the_internal_selection() {
+    if !kernel_available("tc local") {
+        return;
+    }
+    let mut f = fixture();
+    let config = Config { flags: config_flags::LOCAL_DETECTOR, ..Config::default() };
+    f.datapath.write_config(config).expect("config");
+    // Internal: forward; external: drop.
+    let mut ops = service(("10.0.1.1", 30085, TCP), 11, &[("10.0.2.2", f.port)], 11);
+    if let Some(Op::PutFrontend(_, fe)) = ops.last_mut() {
+        fe.external = Selection { group: 0, count: 0, verdict: verdict::DROP, sched: 0 };
+    }
+    let cidr = CidrKey { prefixlen: 96 + 24, addr: addr16("10.0.1.0".parse().expect("ip")) };
+    ops.push(Op::PutLocalCidr(cidr));
+    f.datapath.apply(&ops).expect("services");
+    let reply = tcp_request(&f.client, at("10.0.1.1:30085"), None, TIMEOUT).expect("a local source");
+    assert_eq!(reply.backend, "b1");
+    f.datapath.apply(&[Op::DeleteLocalCidr(cidr)]).expect("forget the cidr");
+    let got = tcp_request(&f.client, at("10.0.1.1:30085"), None, SHORT);
+    assert_eq!(got.map(|_| ()), Err(ProbeError::TimedOut), "an external source is dropped");
 }

@@ -32,7 +32,7 @@ pub(crate) fn tc_link_pin(pin_dir: &Path, program: &str, ifname: &str) -> PathBu
 }
 
 /// Whether the kernel has tcx links (Linux 6.6).
-pub(crate) fn has_tcx() -> bool {
+fn has_tcx() -> bool {
     KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0))
 }
 
@@ -84,9 +84,15 @@ impl Datapath {
     /// Attach the tc programs to `ifname`'s ingress and egress: tcx links
     /// (pinned) where the kernel has tcx, else cls_bpf filters.
     pub fn attach_tc(&mut self, ifname: &str) -> Result<(), BpfError> {
+        self.attach_tc_as(ifname, has_tcx())
+    }
+
+    /// [`Datapath::attach_tc`] with the mechanism chosen (tests use
+    /// cls_bpf on a kernel that has tcx).
+    pub(crate) fn attach_tc_as(&mut self, ifname: &str, tcx: bool) -> Result<(), BpfError> {
         for (name, kind) in [(programs::TC_INGRESS, TcAttachType::Ingress), (programs::TC_EGRESS, TcAttachType::Egress)]
         {
-            if has_tcx() {
+            if tcx {
                 self.attach_tcx(name, kind, ifname)?;
             } else {
                 self.attach_cls_bpf(name, kind, ifname)?;

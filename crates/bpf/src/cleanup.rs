@@ -1,6 +1,6 @@
 //! `kproxy cleanup` for the ebpf mode: detach and unpin every link kproxy
 //! pinned, unpin its maps (the programs and maps are freed with their last
-//! reference), and remove its cls_bpf filters on kernels without tcx.
+//! reference), and remove its cls_bpf filters (kernels without tcx).
 //! Only names kproxy makes are touched; running it twice is fine.
 
 use std::os::fd::AsFd;
@@ -8,7 +8,7 @@ use std::path::Path;
 
 use aya::programs::TcAttachType;
 
-use crate::attach::{has_tcx, remove_cls_bpf};
+use crate::attach::remove_cls_bpf;
 use crate::error::BpfError;
 use crate::{maps, programs, sys};
 
@@ -27,6 +27,15 @@ pub struct Removed {
 /// when that leaves it empty), and kproxy's cls_bpf filters in the
 /// current network namespace.
 pub fn cleanup(pin_dir: &Path) -> Result<Removed, BpfError> {
+    let mut removed = cleanup_pins(pin_dir)?;
+    // Whatever the kernel has now: looking costs one netlink dump per
+    // interface, and a filter of ours left behind would keep NATing.
+    removed.filters = remove_filters()?;
+    Ok(removed)
+}
+
+/// The pinned part of [`cleanup`]: links and maps under `pin_dir`.
+pub(crate) fn cleanup_pins(pin_dir: &Path) -> Result<Removed, BpfError> {
     let mut removed = Removed::default();
     let dir_err = |source| BpfError::PinDir { path: pin_dir.into(), source };
     let entries = match std::fs::read_dir(pin_dir) {
@@ -55,9 +64,6 @@ pub fn cleanup(pin_dir: &Path) -> Result<Removed, BpfError> {
         Ok(()) => {}
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTEMPTY)) => {}
         Err(e) => return Err(dir_err(e)),
-    }
-    if !has_tcx() {
-        removed.filters = remove_filters()?;
     }
     Ok(removed)
 }

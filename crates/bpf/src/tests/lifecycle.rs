@@ -89,7 +89,7 @@ fn a_restart_reuses_the_pinned_maps_and_reattaching_leaves_one_program_per_hook(
     assert_eq!(cgroup_programs(cgroup.path()), vec![0; 8]);
     assert_eq!(cgroup_programs(other.path()), vec![1; 8]);
     drop(second);
-    crate::cleanup(&bpffs.pin_dir()).expect("cleanup");
+    ns.enter(|| crate::cleanup(&bpffs.pin_dir())).expect("cleanup");
 }
 
 #[test]
@@ -139,4 +139,36 @@ fn a_failed_op_names_its_map_and_index_and_earlier_ops_stay_written() {
     assert_eq!(contents.source_ranges.into_iter().collect::<Vec<_>>(), vec![good]);
     // Deleting what is not there succeeds.
     datapath.apply(&[Op::DeleteFrontend(fkey("10.96.0.99", 1, TCP)), Op::DeleteRr(42)]).expect("idempotent deletes");
+}
+
+/// kproxy's cls_bpf filters on `ifname`: `tc filter show` lines naming a program.
+fn cls_bpf_filters(ns: &Netns, ifname: &str) -> usize {
+    ["ingress", "egress"]
+        .iter()
+        .map(|dir| {
+            let out = ns.exec("tc", &["filter", "show", "dev", ifname, dir]).expect("tc filter show");
+            out.lines().filter(|l| l.contains("kp_tc_")).count()
+        })
+        .sum()
+}
+
+#[test]
+fn without_tcx_the_tc_programs_are_cls_bpf_filters_replaced_on_reattach_and_removed_by_cleanup() {
+    if !kernel_available("cls_bpf") {
+        return;
+    }
+    let ns = Netns::new("bpfcls").expect("a netns");
+    ns.ip(&["link", "add", "d0", "type", "veth", "peer", "name", "d1"]).expect("a veth pair");
+    let bpffs = Bpffs::mount();
+    let _cleanup = Cleanup(bpffs.pin_dir());
+    let mut datapath = Datapath::load(&bpffs.pin_dir()).expect("load");
+    ns.enter(|| datapath.attach_tc_as("d0", false)).expect("attach as cls_bpf");
+    assert_eq!(cls_bpf_filters(&ns, "d0"), 2);
+    ns.enter(|| datapath.attach_tc_as("d0", false)).expect("re-attach");
+    assert_eq!(cls_bpf_filters(&ns, "d0"), 2, "no duplicates");
+    drop(datapath);
+    assert_eq!(cls_bpf_filters(&ns, "d0"), 2, "the filters outlive the loader");
+    let removed = ns.enter(|| crate::cleanup(&bpffs.pin_dir())).expect("cleanup");
+    assert_eq!(removed.filters, 2);
+    assert_eq!(cls_bpf_filters(&ns, "d0"), 0);
 }

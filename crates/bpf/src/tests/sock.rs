@@ -13,12 +13,14 @@ use super::child::{self, Outcome};
 use super::support::{Bpffs, TCP, TestCgroup, UDP, fkey, kernel_available, service, verdict_frontend};
 use crate::Datapath;
 
-/// Detaches and unpins everything on drop, also when the test panics.
+/// Detaches and unpins everything on drop, also when the test panics
+/// (tc filters go with the test's namespaces; this runs in the host's,
+/// so it leaves interfaces alone).
 pub struct Cleanup(pub PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Err(e) = crate::cleanup(&self.0) {
+        if let Err(e) = crate::cleanup::cleanup_pins(&self.0) {
             eprintln!("cleanup of {}: {e}", self.0.display());
         }
     }

@@ -99,3 +99,12 @@ where
     let program = ebpf.program_mut(name).ok_or(BpfError::Missing(name))?;
     program.try_into().map_err(|_| BpfError::Missing(name))
 }
+
+/// What the planner-owned maps and `kp_config` pinned under `pin_dir`
+/// hold, read without loading any program (for `kproxy list` and `trace`
+/// while the daemon runs).
+pub fn read_pinned(pin_dir: &Path) -> Result<(Contents, Config), BpfError> {
+    maps::check_layout(pin_dir)?;
+    let maps = Maps::open(pin_dir)?;
+    Ok((maps.dump()?, maps.config()?))
+}

@@ -16,7 +16,7 @@ mod maps;
 mod sys;
 
 pub use cleanup::{Removed, cleanup};
-pub use datapath::Datapath;
+pub use datapath::{Datapath, read_pinned};
 pub use error::BpfError;
 
 /// Program names, as the object declares them.

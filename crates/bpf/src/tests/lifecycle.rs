@@ -65,6 +65,8 @@ fn a_restart_reuses_the_pinned_maps_and_reattaching_leaves_one_program_per_hook(
     assert_eq!(cgroup_programs(cgroup.path()), vec![1; 8]);
     assert_eq!(tcx_programs(&ns, "d0"), (1, 1));
 
+    let (pinned, pinned_config) = crate::read_pinned(&bpffs.pin_dir()).expect("read the pins");
+    assert_eq!((pinned.frontends.len(), pinned.backends.len(), pinned_config), (1, 1, config));
     let mut second = Datapath::load(&bpffs.pin_dir()).expect("second load");
     let mut want = Contents::default();
     for op in &ops {

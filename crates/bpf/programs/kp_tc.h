@@ -29,7 +29,19 @@ struct kp_pkt {
 	__u32 l4;      /* offset of the L4 header */
 	__u32 l4_csum; /* offset of the L4 checksum, 0: none (SCTP) */
 	int v4;
+	int syn;       /* a TCP SYN without ACK: a new connection */
 };
+
+/*
+ * When a flow entry stops counting. kp_flows is an LRU, so an entry lives
+ * until evicted; a later connection reusing the 5-tuple must not inherit
+ * its backend (which may be gone). A TCP SYN opens a new connection unless
+ * the entry was used in the last KP_SYN_RETRY_NS (SYN retransmits keep
+ * their backend); a UDP flow idle for KP_UDP_IDLE_NS is new again (the
+ * conntrack UDP stream timeout). An established TCP flow never expires.
+ */
+#define KP_SYN_RETRY_NS (30ULL * 1000000000ULL)
+#define KP_UDP_IDLE_NS (120ULL * 1000000000ULL)
 
 static __always_inline int kp_parse(struct __sk_buff *skb, struct kp_pkt *pkt)
 {
@@ -84,6 +96,14 @@ static __always_inline int kp_parse(struct __sk_buff *skb, struct kp_pkt *pkt)
 		return 0;
 	pkt->key.sport = ports[0];
 	pkt->key.dport = ports[1];
+	if (pkt->key.proto == IPPROTO_TCP) {
+		__u8 *flags = data + pkt->l4 + 13;
+
+		if ((void *)(flags + 1) > end)
+			return 0;
+		/* SYN (0x02) without ACK (0x10). */
+		pkt->syn = (*flags & 0x12) == 0x02;
+	}
 	return 1;
 }
 
@@ -221,21 +241,33 @@ static __always_inline int kp_tc_new(struct __sk_buff *skb, struct kp_pkt *pkt)
 	return TC_ACT_OK;
 }
 
+/* Whether a forward flow entry belongs to an earlier connection. */
+static __always_inline int kp_flow_stale(const struct kp_pkt *pkt, const struct kp_flow *flow, __u64 now)
+{
+	__u64 idle = now - flow->last_seen_ns;
+
+	if (pkt->syn)
+		return idle > KP_SYN_RETRY_NS;
+	return pkt->key.proto == IPPROTO_UDP && idle > KP_UDP_IDLE_NS;
+}
+
 SEC("classifier")
 int kp_tc_ingress(struct __sk_buff *skb)
 {
 	struct kp_pkt pkt;
 	struct kp_flow *flow;
 	struct kp_backend be = {};
+	__u64 now;
 
 	if (!kp_parse(skb, &pkt))
 		return TC_ACT_OK;
 	flow = bpf_map_lookup_elem(&kp_flows, &pkt.key);
-	if (!flow)
+	now = bpf_ktime_get_ns();
+	if (!flow || kp_flow_stale(&pkt, flow, now))
 		return kp_tc_new(skb, &pkt);
 	if (pkt.l4_csum == 0)
 		return TC_ACT_OK;
-	flow->last_seen_ns = bpf_ktime_get_ns();
+	flow->last_seen_ns = now;
 	__builtin_memcpy(be.addr, flow->addr, 16);
 	be.port = flow->port;
 	skb->mark |= flow->mark;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use aya::programs::{CgroupSockAddr, SchedClassifier};
 use aya::{Ebpf, EbpfLoader};
-use kproxy_ebpf::maps::{Config, Contents, Op};
+use kproxy_ebpf::maps::{Backend, Config, Contents, FrontendKey, Op};
 
 use crate::error::BpfError;
 use crate::maps::{self, Maps};
@@ -83,6 +83,16 @@ impl Datapath {
     /// Write `kp_config`.
     pub fn write_config(&mut self, config: Config) -> Result<(), BpfError> {
         self.apply(&[Op::PutConfig(config)]).map(drop)
+    }
+
+    /// Forget the tc connections from `frontend` to `backend` (both
+    /// directions of each): the ebpf mode's equivalent of deleting the
+    /// conntrack entries of a UDP endpoint that stopped being used, so
+    /// that the flow's next packet picks a current backend. Returns how
+    /// many connections were forgotten. (Sockets translated by the cgroup
+    /// programs are not affected: a connected UDP socket keeps its backend.)
+    pub fn forget_flows(&mut self, frontend: &FrontendKey, backend: &Backend) -> Result<usize, BpfError> {
+        self.maps.forget_flows(frontend, backend)
     }
 
     /// Read `kp_config` back.

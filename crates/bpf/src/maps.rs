@@ -22,6 +22,7 @@ pub(crate) struct Maps {
     source_ranges: MapData,
     local_cidrs: MapData,
     config: MapData,
+    flows: MapData,
 }
 
 /// Every map's name, for pinning and cleanup.
@@ -92,6 +93,7 @@ impl Maps {
             source_ranges: open(pin_dir, names::SOURCE_RANGES)?,
             local_cidrs: open(pin_dir, names::LOCAL_CIDRS)?,
             config: open(pin_dir, names::CONFIG)?,
+            flows: open(pin_dir, names::FLOWS)?,
         })
     }
 
@@ -129,6 +131,41 @@ impl Maps {
             contents.local_cidrs.insert(k);
         }
         Ok(contents)
+    }
+
+    /// Delete the tc flows of `frontend` (its address, port and protocol)
+    /// that go to `backend`, both directions; how many connections.
+    pub(crate) fn forget_flows(&self, frontend: &FrontendKey, backend: &Backend) -> Result<usize, BpfError> {
+        let fd = self.flows.fd().as_fd();
+        let err = |source| BpfError::MapUpdate {
+            map: names::FLOWS,
+            index: 0,
+            op: format!("forget flows of {frontend:?} to {backend:?}"),
+            source,
+        };
+        let mut count = 0;
+        for (key, value) in entries::<FlowKey>(&self.flows, names::FLOWS, std::mem::size_of::<Flow>())? {
+            let flow: Flow = from_bytes(&value);
+            let forward = key.direction == 0
+                && (key.daddr, key.dport, key.proto) == (frontend.addr, frontend.port, frontend.proto)
+                && (flow.addr, flow.port) == (backend.addr, backend.port);
+            if !forward {
+                continue;
+            }
+            let reverse = FlowKey {
+                saddr: backend.addr,
+                daddr: key.saddr,
+                sport: backend.port,
+                dport: key.sport,
+                proto: key.proto,
+                direction: 1,
+                pad: 0,
+            };
+            sys::map_delete(fd, key.bytes()).map_err(err)?;
+            sys::map_delete(fd, reverse.bytes()).map_err(err)?;
+            count += 1;
+        }
+        Ok(count)
     }
 
     pub(crate) fn config(&self) -> Result<Config, BpfError> {

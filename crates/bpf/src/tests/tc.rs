@@ -6,8 +6,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kproxy_ebpf::maps::{CidrKey, Config, Op, RangeKey, Selection, addr16, config_flags, flags, verdict};
-use kproxy_sandbox::{Backend, Netns, ProbeError, tcp_request, udp_request};
+use kproxy_ebpf::maps::{
+    Backend as MapBackend, CidrKey, Config, Op, RangeKey, Selection, addr16, config_flags, flags, verdict,
+};
+use kproxy_sandbox::{Backend, Netns, ProbeError, UdpFlow, tcp_request, udp_request};
 
 use super::sock::Cleanup;
 use super::support::{Bpffs, TCP, UDP, fkey, kernel_available, service, verdict_frontend, wait_ready};
@@ -24,7 +26,7 @@ struct Fixture {
     port: u16,
     client: Netns,
     node: Netns,
-    _server: Netns,
+    server: Netns,
 }
 
 fn veth(ns: &Netns, name: &str, peer: &Netns, peer_name: &str) {
@@ -70,7 +72,7 @@ fn fixture() -> Fixture {
     ops.extend(service(("fd00:1::1", 30080, UDP), 4, &[("fd00:2::2", port)], 4));
     ops.push(verdict_frontend(fkey("10.0.1.1", 30081, TCP), verdict::DROP, 0, 5));
     datapath.apply(&ops).expect("write the services");
-    Fixture { _cleanup: cleanup, datapath, _bpffs: bpffs, _backend: backend, port, client, node, _server: server }
+    Fixture { _cleanup: cleanup, datapath, _bpffs: bpffs, _backend: backend, port, client, node, server }
 }
 
 fn at(s: &str) -> SocketAddr {
@@ -175,4 +177,22 @@ fn the_local_detector_gives_local_sources_the_internal_selection() {
     f.datapath.apply(&[Op::DeleteLocalCidr(cidr)]).expect("forget the cidr");
     let got = tcp_request(&f.client, at("10.0.1.1:30085"), None, SHORT);
     assert_eq!(got.map(|_| ()), Err(ProbeError::TimedOut), "an external source is dropped");
+}
+
+#[test]
+fn forgetting_the_flows_to_a_removed_udp_endpoint_moves_a_live_flow_to_a_current_one() {
+    if !kernel_available("tc forget") {
+        return;
+    }
+    let mut f = fixture();
+    let second = Backend::start(&f.server, "b2", 0, false, true).expect("a second backend");
+    let mut flow = UdpFlow::open(&f.client, at("10.0.1.1:30080"), TIMEOUT).expect("a udp flow");
+    assert_eq!(flow.request().expect("first request").backend, "b1");
+    // The endpoint goes: a new group with only b2, then its flows go.
+    f.datapath.apply(&service(("10.0.1.1", 30080, UDP), 12, &[("10.0.2.2", second.port())], 2)).expect("repoint");
+    assert_eq!(flow.request().expect("the flow keeps its backend").backend, "b1");
+    let old = MapBackend { addr: addr16("10.0.2.2".parse().expect("ip")), port: f.port.to_be(), pad: 0 };
+    let forgotten = f.datapath.forget_flows(&fkey("10.0.1.1", 30080, UDP), &old).expect("forget");
+    assert_eq!(forgotten, 1);
+    assert_eq!(flow.request().expect("after forgetting").backend, "b2");
 }

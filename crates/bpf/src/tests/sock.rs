@@ -174,3 +174,25 @@ fn round_robin_alternates_and_affinity_keeps_a_client_on_its_backend_while_it_is
     f.datapath.apply(&frontend(22, &[remaining], 300)).expect("one backend left");
     assert_eq!(answered(&f, "10.96.0.20:80"), name);
 }
+
+#[test]
+fn source_hashing_on_sockets_picks_the_slot_of_the_client_netns_cookie_hash() {
+    if !kernel_available("sock hash") {
+        return;
+    }
+    let mut f = fixture();
+    let second = Backend::start(&f.ns, "b2", 0, true, false).expect("a second backend");
+    let mut ops = service(("10.96.0.30", 80, TCP), 30, &[("10.244.1.10", f.port), ("10.244.1.10", second.port())], 30);
+    if let Some(Op::PutFrontend(_, fe)) = ops.last_mut() {
+        fe.internal.sched = kproxy_ebpf::maps::sched::HASH_SRC;
+    }
+    f.datapath.apply(&ops).expect("a source-hashing service");
+    // The client is the netns cookie in the first eight bytes, little-endian.
+    let cookie = f.ns.enter(crate::netns_cookie).expect("the netns cookie");
+    let mut client = [0u8; 16];
+    client[..8].copy_from_slice(&cookie.to_le_bytes());
+    let want = ["b1", "b2"][(kproxy_ebpf::hash::kp_hash(&client) % 2) as usize];
+    for _ in 0..3 {
+        assert_eq!(answered(&f, "10.96.0.30:80"), want);
+    }
+}

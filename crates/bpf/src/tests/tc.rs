@@ -125,7 +125,7 @@ fn a_drop_frontend_and_a_source_outside_the_ranges_are_dropped_on_tc() {
 }
 
 #[test]
-fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
+fn masquerade_hairpin_and_reject_marks_drive_the_companion_nftables_rules() {
     if !kernel_available("tc marks") {
         return;
     }
@@ -137,6 +137,10 @@ fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
         fe.flags |= flags::MASQ_EXTERNAL;
     }
     ops.push(verdict_frontend(fkey("10.0.1.1", 30091, TCP), verdict::REJECT, 0, 10));
+    // Hairpin: the client is the backend. Only masquerade makes the reply
+    // come back through the node (and so from the node port).
+    let hairpin = Backend::start(&f.client, "bc", 0, true, false).expect("a backend in the client");
+    ops.extend(service(("10.0.1.1", 30095, TCP), 13, &[("10.0.1.2", hairpin.port())], 13));
     f.datapath.apply(&ops).expect("services");
     // Stand-ins for the companion table: masquerade on the mark, and drop
     // (so that it differs from the node's own RST) on the reject mark.
@@ -152,6 +156,9 @@ fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
     assert_eq!(masqueraded.peer, "10.0.2.1".parse::<std::net::IpAddr>().expect("ip"), "the node's address");
     let plain = tcp_request(&f.client, at("10.0.1.1:30080"), None, TIMEOUT).expect("not masqueraded");
     assert_eq!(plain.peer, "10.0.1.2".parse::<std::net::IpAddr>().expect("ip"), "the client's address");
+    let hairpinned = tcp_request(&f.client, at("10.0.1.1:30095"), None, TIMEOUT).expect("hairpin");
+    assert_eq!(hairpinned.backend, "bc");
+    assert_eq!(hairpinned.peer, "10.0.1.1".parse::<std::net::IpAddr>().expect("ip"), "masqueraded to the node");
     let rejected = tcp_request(&f.client, at("10.0.1.1:30091"), None, SHORT);
     assert_eq!(rejected.map(|_| ()), Err(ProbeError::TimedOut), "the reject mark was set");
 }

@@ -203,3 +203,37 @@ fn forgetting_the_flows_to_a_removed_udp_endpoint_moves_a_live_flow_to_a_current
     assert_eq!(forgotten, 1);
     assert_eq!(flow.request().expect("after forgetting").backend, "b2");
 }
+
+#[test]
+fn an_ipv4_udp_datagram_without_a_checksum_is_translated_and_still_delivered() {
+    if !kernel_available("tc udp csum 0") {
+        return;
+    }
+    let f = fixture();
+    let reply = f.client.enter(|| -> std::io::Result<String> {
+        use std::os::fd::AsRawFd;
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+        let on: libc::c_int = 1;
+        // SAFETY: SO_NO_CHECK takes an int; `on` lives across the call.
+        let ret = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_NO_CHECK,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if ret != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        socket.set_read_timeout(Some(TIMEOUT))?;
+        socket.connect("10.0.1.1:30080")?;
+        socket.send(b"hello\n")?;
+        let mut buf = [0u8; 256];
+        let n = socket.recv(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    });
+    // A checksum made non-zero by the rewrite would be wrong, and dropped.
+    assert!(reply.expect("a reply").starts_with("b1 "));
+}

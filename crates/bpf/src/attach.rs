@@ -143,3 +143,40 @@ pub(crate) fn remove_cls_bpf(ifname: &str, program: &str, kind: TcAttachType) ->
         Err(e) => Err(io_of(e)),
     }
 }
+
+impl Datapath {
+    /// The interfaces the tc programs are attached to as pinned tcx links
+    /// (cls_bpf attachments leave no pin), sorted.
+    pub fn tc_interfaces(&self) -> Result<Vec<String>, BpfError> {
+        let dir_err = |source| BpfError::PinDir { path: self.pin_dir.clone(), source };
+        let mut names: Vec<String> = std::fs::read_dir(&self.pin_dir)
+            .map_err(dir_err)?
+            .filter_map(|entry| {
+                let name = entry.ok()?.file_name().into_string().ok()?;
+                Some(name.strip_prefix("link_")?.split_once('@')?.1.to_owned())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Detach the tc programs from `ifname` (its pinned links, or its
+    /// cls_bpf filters); nothing attached is fine.
+    pub fn detach_tc(&mut self, ifname: &str) -> Result<(), BpfError> {
+        for (name, kind) in [(programs::TC_INGRESS, TcAttachType::Ingress), (programs::TC_EGRESS, TcAttachType::Egress)]
+        {
+            let pin = tc_link_pin(&self.pin_dir, name, ifname);
+            if let Ok(link) = sys::obj_get(&pin) {
+                let _ = sys::link_detach(link.as_fd());
+                std::fs::remove_file(&pin).map_err(|source| BpfError::Pin { path: pin.clone(), source })?;
+            }
+            // A vanished interface has no filters left to remove.
+            if sys::ifindex(ifname).is_ok() {
+                remove_cls_bpf(ifname, name, kind)
+                    .map_err(|source| BpfError::Detach { interface: ifname.to_owned(), source })?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -80,10 +80,15 @@ fn a_restart_reuses_the_pinned_maps_and_reattaching_leaves_one_program_per_hook(
     assert_eq!(second.config().expect("config"), config);
     second.attach_cgroup(cgroup.path()).expect("re-attach");
     ns.enter(|| second.attach_tc("d0")).expect("re-attach tc");
+    assert_eq!(second.tc_interfaces().expect("tc interfaces"), vec!["d0".to_owned()]);
     assert_eq!(cgroup_programs(cgroup.path()), vec![1; 8], "no duplicates");
     let after = cgroup_program_ids(cgroup.path());
     assert!(before.iter().zip(&after).all(|(b, a)| b != a), "the new programs replaced the old: {before:?} {after:?}");
     assert_eq!(tcx_programs(&ns, "d0"), (1, 1), "no duplicates on tc");
+
+    ns.enter(|| second.detach_tc("d0")).expect("detach tc");
+    assert_eq!(tcx_programs(&ns, "d0"), (0, 0), "detached");
+    assert!(second.tc_interfaces().expect("tc interfaces").is_empty());
 
     // Another cgroup: the links move, the first cgroup keeps nothing.
     let other = TestCgroup::new();

@@ -125,7 +125,7 @@ fn a_drop_frontend_and_a_source_outside_the_ranges_are_dropped_on_tc() {
 }
 
 #[test]
-fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
+fn masquerade_hairpin_and_reject_marks_drive_the_companion_nftables_rules() {
     if !kernel_available("tc marks") {
         return;
     }
@@ -137,6 +137,10 @@ fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
         fe.flags |= flags::MASQ_EXTERNAL;
     }
     ops.push(verdict_frontend(fkey("10.0.1.1", 30091, TCP), verdict::REJECT, 0, 10));
+    // Hairpin: the client is the backend. Only masquerade makes the reply
+    // come back through the node (and so from the node port).
+    let hairpin = Backend::start(&f.client, "bc", 0, true, false).expect("a backend in the client");
+    ops.extend(service(("10.0.1.1", 30095, TCP), 13, &[("10.0.1.2", hairpin.port())], 13));
     f.datapath.apply(&ops).expect("services");
     // Stand-ins for the companion table: masquerade on the mark, and drop
     // (so that it differs from the node's own RST) on the reject mark.
@@ -152,6 +156,9 @@ fn masquerade_and_reject_marks_drive_the_companion_nftables_rules() {
     assert_eq!(masqueraded.peer, "10.0.2.1".parse::<std::net::IpAddr>().expect("ip"), "the node's address");
     let plain = tcp_request(&f.client, at("10.0.1.1:30080"), None, TIMEOUT).expect("not masqueraded");
     assert_eq!(plain.peer, "10.0.1.2".parse::<std::net::IpAddr>().expect("ip"), "the client's address");
+    let hairpinned = tcp_request(&f.client, at("10.0.1.1:30095"), None, TIMEOUT).expect("hairpin");
+    assert_eq!(hairpinned.backend, "bc");
+    assert_eq!(hairpinned.peer, "10.0.1.1".parse::<std::net::IpAddr>().expect("ip"), "masqueraded to the node");
     let rejected = tcp_request(&f.client, at("10.0.1.1:30091"), None, SHORT);
     assert_eq!(rejected.map(|_| ()), Err(ProbeError::TimedOut), "the reject mark was set");
 }
@@ -195,4 +202,38 @@ fn forgetting_the_flows_to_a_removed_udp_endpoint_moves_a_live_flow_to_a_current
     let forgotten = f.datapath.forget_flows(&fkey("10.0.1.1", 30080, UDP), &old).expect("forget");
     assert_eq!(forgotten, 1);
     assert_eq!(flow.request().expect("after forgetting").backend, "b2");
+}
+
+#[test]
+fn an_ipv4_udp_datagram_without_a_checksum_is_translated_and_still_delivered() {
+    if !kernel_available("tc udp csum 0") {
+        return;
+    }
+    let f = fixture();
+    let reply = f.client.enter(|| -> std::io::Result<String> {
+        use std::os::fd::AsRawFd;
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+        let on: libc::c_int = 1;
+        // SAFETY: SO_NO_CHECK takes an int; `on` lives across the call.
+        let ret = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_NO_CHECK,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if ret != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        socket.set_read_timeout(Some(TIMEOUT))?;
+        socket.connect("10.0.1.1:30080")?;
+        socket.send(b"hello\n")?;
+        let mut buf = [0u8; 256];
+        let n = socket.recv(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    });
+    // A checksum made non-zero by the rewrite would be wrong, and dropped.
+    assert!(reply.expect("a reply").starts_with("b1 "));
 }

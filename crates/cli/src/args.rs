@@ -196,7 +196,8 @@ pub struct TraceArgs {
 pub struct CleanupArgs {
     /// Only this mode's objects, kproxy's: nftables (its tables), iptables
     /// (its chains and jump rules), ipvs (its virtual servers, kube-ipvs0
-    /// and its companion tables) or userspace (its local routes). Without
+    /// and its companion tables), userspace (its local routes) or ebpf (its
+    /// pinned programs, links and maps, and its companion tables). Without
     /// it, every mode's objects go, kproxy's and kube-proxy's (its
     /// nftables tables and its IPVS mode's chains too), as `kube-proxy
     /// --cleanup` does.
@@ -209,6 +210,10 @@ pub struct CleanupArgs {
     /// (default: `KPROXY_IPTABLES_BACKEND`, else auto).
     #[arg(long = "iptables-backend", value_name = "BACKEND")]
     pub iptables_backend: Option<String>,
+    /// ebpf: where its programs' links and maps are pinned (default
+    /// /sys/fs/bpf/kproxy).
+    #[arg(long = "ebpf-pin-dir", value_name = "DIR")]
+    pub ebpf_pin_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -20,20 +20,16 @@ pub fn cleanup(args: CleanupArgs) -> anyhow::Result<ExitCode> {
     let Some(name) = args.mode.as_deref() else {
         let mut config = Config::default();
         config.ipvs.exclude_cidrs = exclude;
+        if let Some(dir) = args.ebpf_pin_dir {
+            config.ebpf.pin_dir = dir;
+        }
         return everything(&config);
     };
-    let mode = match name {
-        "nftables" => ProxyMode::Nftables,
-        "iptables" => ProxyMode::Iptables,
-        "ipvs" => ProxyMode::Ipvs,
-        "userspace" => ProxyMode::Userspace,
-        other => {
-            return Err(UsageError(format!(
-                "--proxy-mode {other}: nothing to clean up for it in this build (only nftables, iptables, ipvs and userspace)"
-            ))
-            .into());
-        }
-    };
+    let mode = name.parse::<ProxyMode>().map_err(|()| {
+        UsageError(format!(
+            "--proxy-mode {name}: nothing to clean up for it (modes: nftables, iptables, ipvs, userspace, ebpf)"
+        ))
+    })?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match mode {
         ProxyMode::Userspace => {
@@ -57,6 +53,18 @@ pub fn cleanup(args: CleanupArgs) -> anyhow::Result<ExitCode> {
                 cleaned.servers,
                 if cleaned.interface { kproxy_dataplane::IPVS_INTERFACE } else { "no interface" },
                 cleaned.addresses
+            );
+        }
+        ProxyMode::Ebpf => {
+            let pin_dir = args.ebpf_pin_dir.unwrap_or_else(|| kproxy_config::EBPF_PIN_DIR.into());
+            let removed =
+                runtime.block_on(kproxy_dataplane::ebpf::cleanup(&pin_dir)).map_err(|e| anyhow::anyhow!(e))?;
+            eprintln!(
+                "removed {} links, {} maps and {} tc filters of kproxy's ebpf mode (pinned in {}), and tables ip kproxy-ebpf and ip6 kproxy-ebpf (if they existed)",
+                removed.links,
+                removed.maps,
+                removed.filters,
+                pin_dir.display()
             );
         }
         ProxyMode::Nftables => {

@@ -23,7 +23,9 @@ pub fn state_listing(config: &Config, state: watch::Receiver<Arc<ProxyState>>) -
 /// (`Masq`: endpoints see the node) otherwise, as their own listings say.
 pub fn forward(config: &Config, mode: ProxyMode) -> Arc<Forward> {
     match mode {
-        ProxyMode::Nftables | ProxyMode::Iptables => rules_forward(config),
+        // The ebpf mode's tc programs masquerade as the nftables rules do
+        // (its socket hooks never do: the connection goes to the endpoint).
+        ProxyMode::Nftables | ProxyMode::Iptables | ProxyMode::Ebpf => rules_forward(config),
         ProxyMode::Ipvs | ProxyMode::Userspace => Arc::new(|_: &ProxyState, _: &_, _: &_, _: &_| "Masq".to_owned()),
     }
 }

@@ -16,7 +16,8 @@ pub fn apply(config: &Config, mode: Option<ProxyMode>) {
     let Some(mode) = mode else { return };
     set_oom_score_adj(Path::new("/proc/self/oom_score_adj"), config.oom_score_adj);
     match mode {
-        ProxyMode::Nftables | ProxyMode::Iptables | ProxyMode::Ipvs => {
+        // The ebpf mode's tc path and masquerading still go through conntrack.
+        ProxyMode::Nftables | ProxyMode::Iptables | ProxyMode::Ipvs | ProxyMode::Ebpf => {
             let files = KernelFiles::host();
             apply_conntrack_settings(&files, &conntrack_settings(config), node_cpus(&files));
         }

@@ -38,13 +38,14 @@ pub async fn remove(mode: Option<ProxyMode>, config: &Config) -> Report {
         Some(ProxyMode::Nftables) => Keeping::Nftables,
         Some(ProxyMode::Ipvs) => Keeping::Ipvs,
         Some(ProxyMode::Userspace) => Keeping::Userspace,
+        Some(ProxyMode::Ebpf) => Keeping::Ebpf,
         Some(ProxyMode::Iptables) => match iptables_backend(config).await {
             Some(backend) => Keeping::Iptables(backend),
             // The mode itself fails on this; leave both backends alone.
             None => Keeping::Iptables(kproxy_iptables_exec::Backend::Nft),
         },
     };
-    let mut kernel = leftovers::remove(keeping, &config.ipvs.exclude_cidrs).await;
+    let mut kernel = leftovers::remove(keeping, &config.ipvs.exclude_cidrs, &config.ebpf.pin_dir).await;
     let mut routes = 0;
     if mode != Some(ProxyMode::Userspace) {
         match crate::claim::cleanup().await {

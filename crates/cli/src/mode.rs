@@ -1,6 +1,7 @@
 //! Which dataplane runs, and its settings from the configuration.
 
 use kproxy_config::{Config, DetectLocalMode, ProxyMode};
+use kproxy_dataplane::ebpf::{Ebpf, EbpfConfig};
 use kproxy_dataplane::{Dataplane, DryRun, Iptables, IptablesConfig, Ipvs, IpvsConfig, KernelFiles, Nftables};
 use kproxy_iptables_exec::BackendChoice;
 use kproxy_model::ModeSupport;
@@ -51,6 +52,15 @@ pub fn choose(config: &Config, dry_run: bool) -> anyhow::Result<Option<ProxyMode
                 .into());
             }
             Ok(Some(ProxyMode::Iptables))
+        }
+        Some(ProxyMode::Ebpf) => {
+            if !is_root() {
+                return Err(UsageError(
+                    "--proxy-mode ebpf: loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),
+                )
+                .into());
+            }
+            Ok(Some(ProxyMode::Ebpf))
         }
         Some(ProxyMode::Userspace) => Ok(Some(ProxyMode::Userspace)),
         None if is_root() => Ok(Some(crate::setup::UNSET_MODE)),
@@ -151,6 +161,46 @@ pub(crate) fn ipvs_config_with(config: &Config, companion: PlanConfig) -> anyhow
     })
 }
 
+/// The ebpf mode's settings: the nftables planner's masquerade, detector
+/// and invalid-drop settings, a reject mark that shares no bit with the
+/// masquerade mark, and the `--ebpf-*` flags. The interface-based
+/// detectors are refused: the programs tell local sources by address.
+pub fn ebpf_config(config: &Config) -> anyhow::Result<EbpfConfig> {
+    ebpf_config_with(config, nftables_config(config))
+}
+
+/// [`ebpf_config`] with `nft` as the nftables planner's settings it takes
+/// the detector and the invalid-drop setting from.
+pub(crate) fn ebpf_config_with(config: &Config, nft: PlanConfig) -> anyhow::Result<EbpfConfig> {
+    if matches!(config.detect_local_mode, DetectLocalMode::BridgeInterface | DetectLocalMode::InterfaceNamePrefix) {
+        return Err(UsageError(format!(
+            "detectLocalMode {:?}: the ebpf mode tells pods by address; use ClusterCIDR or NodeCIDR",
+            config.detect_local_mode
+        ))
+        .into());
+    }
+    let masquerade_mark = 1u32 << config.masquerade_bit;
+    let reject_mark = match kproxy_ebpf::DEFAULT_REJECT_MARK & masquerade_mark {
+        0 => kproxy_ebpf::DEFAULT_REJECT_MARK,
+        _ => masquerade_mark.rotate_left(1),
+    };
+    let plan = kproxy_ebpf::PlanConfig {
+        masquerade_all: config.masquerade_all,
+        masquerade_bit: config.masquerade_bit,
+        reject_mark,
+        local_detector: nft.local_detector,
+        drop_invalid: nft.drop_invalid,
+        node_netns_cookie: 0,
+    };
+    plan.validate().map_err(|e| UsageError(format!("--proxy-mode ebpf: {e}")))?;
+    Ok(EbpfConfig {
+        plan,
+        cgroup: config.ebpf.cgroup.clone(),
+        pin_dir: config.ebpf.pin_dir.clone(),
+        devices: config.ebpf.devices.clone(),
+    })
+}
+
 /// Which iptables tools to run: `--iptables-backend` when given, else
 /// `KPROXY_IPTABLES_BACKEND`, else `auto` (detect the node's, as upstream's
 /// iptables-wrapper does).
@@ -203,6 +253,7 @@ pub fn support(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<ModeS
         Some(ProxyMode::Iptables) => kproxy_iptables::support(),
         Some(ProxyMode::Ipvs) => ipvs_config(config)?.plan.support(),
         Some(ProxyMode::Userspace) => userspace_settings(config).support(),
+        Some(ProxyMode::Ebpf) => kproxy_ebpf::support(),
         None => ModeSupport::default(),
     })
 }
@@ -219,6 +270,7 @@ pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Box
         Some(ProxyMode::Userspace) => {
             Box::new(crate::claim::Claiming::on_this_host(Userspace::new(userspace_settings(config))))
         }
+        Some(ProxyMode::Ebpf) => Box::new(Ebpf::new(ebpf_config(config)?)),
         _ => Box::new(DryRun),
     })
 }

@@ -42,6 +42,13 @@ pub fn for_mode(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Arc<
             })
         }
         Some(ProxyMode::Userspace) => Arc::new(kproxy_userspace::not_served),
+        Some(ProxyMode::Ebpf) => {
+            let config = crate::mode::ebpf_config(config)?.plan;
+            Arc::new(move |state: &ProxyState| match kproxy_ebpf::desired(state, &config) {
+                Ok(planned) => planned.skips,
+                Err(e) => vec![format!("nothing: {e}")],
+            })
+        }
         None => Arc::new(|_: &ProxyState| Vec::new()),
     })
 }

@@ -19,6 +19,7 @@ pub enum Rules {
     Nftables(kproxy_nftables::PlanConfig),
     Iptables(kproxy_iptables::PlanConfig),
     Ipvs { plan: kproxy_ipvs::PlanConfig, companion: kproxy_nftables::PlanConfig },
+    Ebpf(kproxy_ebpf::PlanConfig),
 }
 
 /// What `render` prints: the rules, and what the planner could not program.
@@ -37,6 +38,7 @@ impl Rules {
                 let ipvs = crate::mode::ipvs_config(config)?;
                 Rules::Ipvs { plan: ipvs.plan, companion: ipvs.companion }
             }
+            ProxyMode::Ebpf => Rules::Ebpf(crate::mode::ebpf_config(config)?.plan),
             ProxyMode::Userspace => return Err(UsageError(NO_KERNEL_RULES.into()).into()),
         })
     }
@@ -56,6 +58,12 @@ impl Rules {
                 let planned = kproxy_ipvs::plan(state, plan);
                 let table = kproxy_ipvs::companion::table(state, &planned, family, &companion.resolved(&state.node));
                 kproxy_ipvs::trace::trace(&planned, &table, family, packet)
+            }
+            Rules::Ebpf(config) => {
+                let planned = kproxy_ebpf::desired(state, config).context("planning the ebpf maps")?;
+                let packet = ebpf_packet(config, state, packet);
+                let cidrs = &state.family(family).service_cidrs;
+                kproxy_ebpf::trace::trace(&planned.applied.contents(), cidrs, &packet)
             }
         })
     }
@@ -89,8 +97,31 @@ impl Rules {
                 text.push_str(&kproxy_nftables::render::plan_of(kproxy_ipvs::companion::TABLE, &script));
                 Rendered { text, skipped: planned.rejected.iter().map(ToString::to_string).collect() }
             }
+            Rules::Ebpf(config) => match kproxy_ebpf::desired(state, config) {
+                Ok(planned) => {
+                    let tables = kproxy_ebpf::companion::tables(state, &config.resolved(&state.node));
+                    let text = kproxy_ebpf::render::all(&planned.applied.contents(), &tables);
+                    Rendered { text, skipped: planned.skips }
+                }
+                Err(e) => Rendered { text: String::new(), skipped: vec![format!("nothing planned: {e}")] },
+            },
         }
     }
+}
+
+/// Where the ebpf programs first see `packet`: the socket hooks for the
+/// node itself and for pods (the local-traffic detector's sources; every
+/// pod is in the default cgroup), tc for everyone else. A socket's
+/// network namespace is not known here, so hashing schedulers pick as for
+/// namespace cookie 0.
+fn ebpf_packet(config: &kproxy_ebpf::PlanConfig, state: &ProxyState, packet: &Packet) -> kproxy_ebpf::trace::Packet {
+    let from_pod = config.resolved(&state.node).local_cidrs().iter().any(|net| net.contains(&packet.saddr));
+    let origin = match packet.iif {
+        None => kproxy_ebpf::trace::Origin::Socket { netns_cookie: 0 },
+        Some(_) if from_pod => kproxy_ebpf::trace::Origin::Socket { netns_cookie: 0 },
+        Some(_) => kproxy_ebpf::trace::Origin::Tc { saddr: packet.saddr },
+    };
+    kproxy_ebpf::trace::Packet { origin, daddr: packet.daddr, protocol: packet.protocol, dport: packet.dport }
 }
 
 /// Why `trace` and `render` refuse the userspace mode.

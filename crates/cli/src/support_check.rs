@@ -21,7 +21,7 @@ use kproxy_config::{Config, Flags, MODES, ProxyMode, Support, settings};
 use kproxy_model::{Changes, IpFamily};
 use kproxy_testkit::{EndpointBuilder, Scenario, node, service, slice};
 
-use ProxyMode::{Iptables, Ipvs, Nftables, Userspace};
+use ProxyMode::{Ebpf, Iptables, Ipvs, Nftables, Userspace};
 
 const HEADER: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n";
 
@@ -60,7 +60,7 @@ const fn case(name: &'static str, base: Input, changed: Input) -> Case {
 
 /// conntrack sysctls: set at start in the kernel modes
 /// (`kernel_settings::apply`, crates/dataplane conntrack_settings tests).
-const SYSCTL: &[ProxyMode] = &[Nftables, Iptables, Ipvs];
+const SYSCTL: &[ProxyMode] = &[Nftables, Iptables, Ipvs, Ebpf];
 
 const CASES: &[Case] = &[
     case("hostnameOverride", file(""), file("hostnameOverride: node-b\n")),
@@ -228,6 +228,15 @@ fn planned(config: &Config, mode: ProxyMode) -> String {
             let ports: Vec<_> = IpFamily::ALL.iter().flat_map(|&f| state.family(f).service_ports.values()).collect();
             format!("{:#?}{ports:#?}", crate::mode::userspace_settings(config))
         }
+        Ebpf => match crate::mode::ebpf_config_with(config, nft) {
+            // The maps' contents and the companion table.
+            Ok(ebpf) => {
+                let planned = kproxy_ebpf::desired(state, &ebpf.plan).expect("valid ebpf settings");
+                let tables = kproxy_ebpf::companion::tables(state, &ebpf.plan.resolved(&state.node));
+                format!("{}{:?}", kproxy_ebpf::render::all(&planned.applied.contents(), &tables), planned.skips)
+            }
+            Err(e) => format!("refused: {e}"),
+        },
     }
 }
 

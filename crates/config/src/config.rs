@@ -40,6 +40,18 @@ impl ProxyMode {
     }
 }
 
+impl std::str::FromStr for ProxyMode {
+    type Err = ();
+
+    /// A mode by the name [`ProxyMode::as_str`] gives it.
+    fn from_str(s: &str) -> Result<Self, ()> {
+        [ProxyMode::Iptables, ProxyMode::Ipvs, ProxyMode::Nftables, ProxyMode::Userspace, ProxyMode::Ebpf]
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or(())
+    }
+}
+
 impl fmt::Display for ProxyMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -14,7 +14,9 @@
 //!   families, with the jumps to them from the built-in chains; kubelet's
 //!   chains stay. The nft backend's go over netlink ([`nft_chains`]), with
 //!   or without the iptables tools; the legacy backend's need its tools;
-//! - IPVS virtual servers kproxy or kube-proxy made, and `kube-ipvs0`.
+//! - IPVS virtual servers kproxy or kube-proxy made, and `kube-ipvs0`;
+//! - the ebpf mode's programs, links and maps pinned in its pin directory,
+//!   and its companion table `kproxy-ebpf`.
 //!
 //! The userspace mode's claimed routes are the binary's to remove. Upstream
 //! kube-proxy's IPVS ipsets are left: with no rule using them they match
@@ -51,6 +53,7 @@ pub enum Keeping {
     Iptables(Backend),
     Ipvs,
     Userspace,
+    Ebpf,
     /// Nothing: `kproxy cleanup` and `--cleanup`.
     Nothing,
 }
@@ -64,6 +67,8 @@ pub struct Leftovers {
     pub iptables: Vec<(Backend, IpFamily, Removed)>,
     /// Virtual servers and `kube-ipvs0` (when not kept).
     pub ipvs: Option<CleanedIpvs>,
+    /// The ebpf mode's pinned objects (when not kept).
+    pub ebpf: kproxy_bpf::Removed,
     /// Steps that failed or could not run, each naming what may remain.
     pub problems: Vec<String>,
 }
@@ -85,6 +90,7 @@ impl Leftovers {
             || self.chains() > 0
             || self.jumps() > 0
             || self.ipvs.as_ref().is_some_and(|c| c.servers > 0 || c.interface)
+            || self.ebpf.links + self.ebpf.maps + self.ebpf.filters > 0
     }
 }
 
@@ -96,23 +102,23 @@ impl fmt::Display for Leftovers {
         for (backend, family, removed) in self.iptables.iter().filter(|(_, _, r)| !r.cleaned.chains.is_empty()) {
             write!(f, " ({backend} {family}: {})", removed.cleaned.chains.len())?;
         }
-        match &self.ipvs {
-            Some(ipvs) => write!(
-                f,
-                "; IPVS: {} virtual servers, {}",
-                ipvs.servers,
-                if ipvs.interface { "kube-ipvs0" } else { "no kube-ipvs0" }
-            ),
-            None => Ok(()),
+        if let Some(ipvs) = &self.ipvs {
+            let interface = if ipvs.interface { "kube-ipvs0" } else { "no kube-ipvs0" };
+            write!(f, "; IPVS: {} virtual servers, {interface}", ipvs.servers)?;
         }
+        let ebpf = &self.ebpf;
+        if ebpf.links + ebpf.maps + ebpf.filters > 0 {
+            write!(f, "; ebpf: {} links, {} maps, {} tc filters", ebpf.links, ebpf.maps, ebpf.filters)?;
+        }
+        Ok(())
     }
 }
 
 /// Removes what the modes other than `keeping` left (see the module docs);
-/// `ipvs_exclude` are virtual servers never to delete (`ipvs.excludeCIDRs`).
-/// Never fails: a step that cannot run is reported in
+/// `ipvs_exclude` are virtual servers never to delete (`ipvs.excludeCIDRs`);
+/// `ebpf_pin_dir` is where the ebpf mode pins its objects. Never fails: a step that cannot run is reported in
 /// [`Leftovers::problems`] and the others still run.
-pub async fn remove(keeping: Keeping, ipvs_exclude: &[IpNet]) -> Leftovers {
+pub async fn remove(keeping: Keeping, ipvs_exclude: &[IpNet], ebpf_pin_dir: &std::path::Path) -> Leftovers {
     let mut out = Leftovers::default();
     let mut tables = vec![UPSTREAM_TABLE];
     if keeping != Keeping::Nftables {
@@ -120,6 +126,13 @@ pub async fn remove(keeping: Keeping, ipvs_exclude: &[IpNet]) -> Leftovers {
     }
     if keeping != Keeping::Ipvs {
         tables.push(companion::TABLE);
+    }
+    if keeping != Keeping::Ebpf {
+        tables.push(kproxy_ebpf::companion::TABLE);
+        match crate::ebpf::cleanup_pins(ebpf_pin_dir) {
+            Ok(removed) => out.ebpf = removed,
+            Err(e) => out.problems.push(format!("the ebpf mode's objects in {}: {e}", ebpf_pin_dir.display())),
+        }
     }
     match remove_tables(&tables).await {
         Ok(removed) => out.nft_tables = removed,

@@ -13,6 +13,7 @@ mod conntrack;
 mod conntrack_settings;
 mod dataplane;
 mod dry_run;
+pub mod ebpf;
 mod failure;
 mod iptables;
 mod ipvs;

@@ -56,7 +56,10 @@ fn nat(ns: &Netns) -> String {
 fn remove_in(ns: &Netns) -> Leftovers {
     ns.enter(|| {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        runtime.block_on(remove(Keeping::Nftables, &[]))
+        // No bpffs there: the ebpf mode's pins are not looked for (the
+        // host's, if any, are never touched by this test).
+        let pins = std::env::temp_dir().join("kproxy-no-pins");
+        runtime.block_on(remove(Keeping::Nftables, &[], &pins))
     })
 }
 

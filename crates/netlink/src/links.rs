@@ -197,6 +197,32 @@ pub async fn addresses(index: u32) -> Result<BTreeSet<IpAddr>, LinkError> {
     Ok(out)
 }
 
+/// The links that hold any of `wanted`, by name (sorted, loopback never):
+/// the ebpf mode puts its tc programs on the interfaces that carry the
+/// node's addresses.
+pub async fn links_holding(wanted: &[IpAddr]) -> Result<BTreeSet<String>, LinkError> {
+    let connection = Connection::open()?;
+    let mut dump = connection.handle.address().get().execute();
+    let mut indexes = BTreeSet::new();
+    while let Some(message) = dump.try_next().await.map_err(|source| LinkError::ListAddresses { index: 0, source })? {
+        if address_of(&message).is_some_and(|ip| wanted.contains(&ip) && !ip.is_loopback()) {
+            indexes.insert(message.header.index);
+        }
+    }
+    let mut names = BTreeSet::new();
+    let mut links = connection.handle.link().get().execute();
+    while let Some(link) = links.try_next().await.map_err(|source| LinkError::ListAddresses { index: 0, source })? {
+        if !indexes.contains(&link.header.index) {
+            continue;
+        }
+        names.extend(link.attributes.iter().find_map(|a| match a {
+            LinkAttribute::IfName(name) if name != "lo" => Some(name.clone()),
+            _ => None,
+        }));
+    }
+    Ok(names)
+}
+
 /// IFA_LOCAL where there is one (it is ours on point-to-point links),
 /// IFA_ADDRESS otherwise (IPv6 sends only that).
 fn address_of(message: &AddressMessage) -> Option<IpAddr> {

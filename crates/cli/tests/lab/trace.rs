@@ -67,8 +67,7 @@ impl Lab {
             local_addresses,
         };
         // One arm per mode's own tracer, walking what that mode plans from
-        // the same state. The ebpf mode's arm (its planner's tracer over
-        // the planned map contents) goes here once the mode runs.
+        // the same state.
         match mode {
             "iptables" => {
                 let config = kproxy_iptables::PlanConfig {
@@ -83,6 +82,23 @@ impl Lab {
             "nftables" | "ipvs" => {
                 let table = kproxy_nftables::table(builder.state(), family, &config);
                 kproxy_nftables::trace::trace(&table, family, &packet).fates()
+            }
+            // The socket hooks see pods and node-a in the lab's cgroup, hashing
+            // their network namespace's cookie; tc sees everyone else.
+            "ebpf" => {
+                let plan = kproxy_ebpf::PlanConfig {
+                    local_detector: config.local_detector,
+                    masquerade_all,
+                    ..kproxy_ebpf::PlanConfig::default()
+                };
+                let planned = kproxy_ebpf::desired(builder.state(), &plan).expect("an ebpf plan");
+                let origin = match self.source_in_cgroup(from) {
+                    true => kproxy_ebpf::trace::Origin::Socket { netns_cookie: self.netns_cookie_of(from) },
+                    false => kproxy_ebpf::trace::Origin::Tc { saddr: from },
+                };
+                let packet = kproxy_ebpf::trace::Packet { origin, daddr: to.ip(), protocol, dport: to.port() };
+                let cidrs = &builder.state().family(family).service_cidrs;
+                kproxy_ebpf::trace::trace(&planned.applied.contents(), cidrs, &packet).fates()
             }
             other => panic!("the lab has no tracer for the {other} mode"),
         }
@@ -156,5 +172,19 @@ impl Lab {
                 "{mode}: {source} -> {to}/{protocol}: the kernel did {seen:?}, the trace says {traced:?}"
             );
         }
+    }
+}
+
+impl Lab {
+    /// The network namespace cookie of the namespace `source` belongs to
+    /// (node-a or one of its pods), as the socket hooks read it.
+    pub fn netns_cookie_of(&self, source: IpAddr) -> u64 {
+        let node = &self.topo.node;
+        let ns = node
+            .pods()
+            .iter()
+            .find(|pod| IpAddr::V4(pod.ipv4) == source || IpAddr::V6(pod.ipv6) == source)
+            .map_or(&node.ns, |pod| &pod.ns);
+        ns.enter(kproxy_bpf::netns_cookie).expect("the namespace's cookie")
     }
 }

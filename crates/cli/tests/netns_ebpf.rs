@@ -1,22 +1,3 @@
-// PENDING: this file is not compiled yet (cargo builds only `tests/*.rs`).
-// It runs the nftables mode's real-packet scenarios against
-// `--proxy-mode ebpf`, which does not run yet. Once it does, the
-// integrator:
-// 1. renames it to `netns_ebpf.rs` and deletes this note;
-// 2. adds the ebpf arm to `Lab::trace_in` (crates/cli/tests/lab/trace.rs,
-//    the `match mode` at its end), calling the ebpf planner's tracer on
-//    `builder.state()` and the same `Packet`, returning `Vec<Fate>`
-//    (`Lab::source_in_cgroup(source)` says whether the socket hooks or
-//    the tc programs see the connection);
-// 3. makes sure `kproxy run` takes the flags the lab passes in this mode:
-//    `--ebpf-cgroup <threaded cgroup dir> --ebpf-pin-dir <dir in a bpffs>
-//    --ebpf-devices eth0` (see `lab/placement.rs`), and reports syncs in
-//    `kubeproxy_sync_proxy_rules_last_timestamp_seconds` (the lab waits
-//    for that), `kubeproxy_sync_proxy_rules_duration_seconds`, and
-//    partial syncs in `kubeproxy_sync_partial_proxy_rules_duration_seconds`
-//    (the field-change scenario asserts one partial sync per change).
-// Every test here must then pass; none may be skipped or ignored.
-
 //! The ebpf mode on the real kernel: the nftables mode's scenarios (from
 //! `lab/scenarios`), run with kproxy's socket programs on the lab's cgroup
 //! (which holds the probes and backends of node-a and its pods) and its tc

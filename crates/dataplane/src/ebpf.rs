@@ -1,0 +1,249 @@
+//! The ebpf mode: kproxy's BPF programs (`kproxy-bpf`) on the cgroup
+//! socket hooks and on tc, their maps written from the planner's
+//! operations (`kproxy-ebpf`), and the companion nftables table for what
+//! the programs leave to netfilter (masquerade, reject, unowned addresses).
+//!
+//! The first sync loads the programs (reusing maps pinned by an earlier
+//! run, so a restart keeps connections' flows and affinity), attaches them
+//! to the cgroup and the devices, and adopts what the pinned maps hold.
+//! Every sync after that is map operations only: what was applied is kept
+//! in memory, and a partial sync plans only the changed service ports. A
+//! failed map write forgets what was applied; the next sync reads the maps
+//! back and repairs them.
+
+pub mod host;
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use kproxy_bpf::Datapath;
+use kproxy_ebpf::{Applied, PlanConfig, companion};
+use kproxy_model::{IpFamily, ProxyState};
+use kproxy_netlink::nft::{self as netlink, IntervalSets};
+use kproxy_nftables::{FamilyPlan, Table};
+use tracing::{info, warn};
+
+use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
+
+/// The ebpf mode's settings.
+#[derive(Clone, Debug, Default)]
+pub struct EbpfConfig {
+    pub plan: PlanConfig,
+    /// Whose sockets are load balanced; `None`: the cgroup v2 root.
+    pub cgroup: Option<PathBuf>,
+    /// Where maps and links are pinned (inside a bpffs).
+    pub pin_dir: PathBuf,
+    /// The interfaces the tc programs sit on; empty: those holding the
+    /// node's addresses, found at each full sync.
+    pub devices: Vec<String>,
+}
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum EbpfError {
+    #[error(transparent)]
+    Host(#[from] host::HostError),
+    #[error(transparent)]
+    Bpf(#[from] kproxy_bpf::BpfError),
+    #[error("planning the maps")]
+    Plan(#[source] kproxy_ebpf::Error),
+    #[error("finding the interfaces that hold the node's addresses")]
+    Devices(#[source] kproxy_netlink::links::LinkError),
+    #[error("the kernel refused the companion table {}", companion::TABLE)]
+    Companion(#[source] crate::nftables::NftablesError),
+}
+
+/// The ebpf mode.
+pub struct Ebpf {
+    config: EbpfConfig,
+    /// Loaded at the first sync; taken into the blocking task of each
+    /// sync and given back.
+    datapath: Option<Datapath>,
+    /// What the maps hold, as of the last successful sync; `None`: read
+    /// them back first.
+    applied: Option<Applied>,
+    /// The devices the tc programs were attached to.
+    devices: BTreeSet<String>,
+    companion: [Option<Table>; 2],
+    interval_sets: IntervalSets,
+    seq: u32,
+    reported: BTreeSet<String>,
+}
+
+impl Ebpf {
+    pub fn new(config: EbpfConfig) -> Self {
+        let seq =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(1);
+        Self {
+            config,
+            datapath: None,
+            applied: None,
+            devices: BTreeSet::new(),
+            companion: [None, None],
+            interval_sets: IntervalSets::default(),
+            seq,
+            reported: BTreeSet::new(),
+        }
+    }
+
+    /// Loads the programs, pins and attaches them to the cgroup.
+    fn load(&mut self) -> Result<Datapath, EbpfError> {
+        host::ensure_pin_dir(&self.config.pin_dir)?;
+        let mut datapath = Datapath::load(&self.config.pin_dir)?;
+        let cgroup = match &self.config.cgroup {
+            Some(path) => path.clone(),
+            None => host::cgroup2_root()?,
+        };
+        datapath.attach_cgroup(&cgroup)?;
+        self.config.plan.node_netns_cookie = kproxy_bpf::netns_cookie()?;
+        info!(cgroup = %cgroup.display(), pin_dir = %self.config.pin_dir.display(), object = kproxy_bpf::OBJECT_SOURCE, "ebpf programs loaded and attached");
+        Ok(datapath)
+    }
+
+    /// Attaches the tc programs to the configured devices, or to those
+    /// holding the node's addresses.
+    async fn attach_devices(&mut self, datapath: &mut Datapath, state: &ProxyState) -> Result<(), EbpfError> {
+        let wanted: BTreeSet<String> = if self.config.devices.is_empty() {
+            let addresses: Vec<IpAddr> = state.node.node_port_addresses.clone();
+            kproxy_netlink::links::links_holding(&addresses).await.map_err(EbpfError::Devices)?
+        } else {
+            self.config.devices.iter().cloned().collect()
+        };
+        if wanted.is_empty() {
+            warn!(
+                "ebpf mode: no interface holds the node's addresses; traffic from outside is not load balanced (pass --ebpf-devices)"
+            );
+        }
+        for device in wanted.difference(&self.devices) {
+            datapath.attach_tc(device)?;
+            info!(device = %device, "ebpf tc programs attached");
+        }
+        self.devices.extend(wanted);
+        Ok(())
+    }
+
+    async fn sync_inner(&mut self, request: SyncRequest<'_>) -> Result<SyncReport, DataplaneError> {
+        let first = self.datapath.is_none();
+        let mut datapath = match self.datapath.take() {
+            Some(datapath) => datapath,
+            None => self.load()?,
+        };
+        let full = request.kind == SyncKind::Full || first;
+        if full {
+            let result = self.attach_devices(&mut datapath, request.state).await;
+            if let Err(e) = result {
+                self.datapath = Some(datapath);
+                return Err(e.into());
+            }
+        }
+        if let Err(e) = self.sync_companion(request.state).await {
+            self.datapath = Some(datapath);
+            return Err(e.into());
+        }
+        let previous = match self.applied.take() {
+            Some(applied) => applied,
+            None => match datapath.dump() {
+                Ok(contents) => Applied::adopt(&contents),
+                Err(e) => {
+                    self.datapath = Some(datapath);
+                    return Err(EbpfError::from(e).into());
+                }
+            },
+        };
+        let planned = match kproxy_ebpf::plan(request.state, request.changes, full, &self.config.plan, previous) {
+            Ok(planned) => planned,
+            Err(e) => {
+                self.datapath = Some(datapath);
+                return Err(EbpfError::Plan(e).into());
+            }
+        };
+        let ops = planned.ops;
+        let (datapath, result) = tokio::task::spawn_blocking(move || {
+            let result = datapath.apply(&ops).map(|_| ops.len());
+            (datapath, result)
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        self.datapath = Some(datapath);
+        let written = result.map_err(EbpfError::from)?;
+        let (frontends, groups) = (planned.applied.frontend_count(), planned.applied.group_count());
+        self.applied = Some(planned.applied);
+
+        let current: BTreeSet<String> = planned.skips.into_iter().collect();
+        let skipped: Vec<String> = current.difference(&self.reported).cloned().collect();
+        if planned.full {
+            self.reported = current;
+        } else {
+            self.reported.extend(skipped.iter().cloned());
+        }
+        let kind = if planned.full { "full" } else { "partial" };
+        let summary =
+            format!("{kind}: {written} map operations, {frontends} frontends and {groups} backend groups in the maps");
+        Ok(SyncReport { summary, skipped, ..SyncReport::default() })
+    }
+
+    /// Brings the companion table of each family to what the configuration
+    /// needs, in one transaction (it does not change with services).
+    async fn sync_companion(&mut self, state: &ProxyState) -> Result<(), EbpfError> {
+        let config = self.config.plan.resolved(&state.node);
+        let mut families = Vec::new();
+        let mut tables = Vec::new();
+        for (i, (family, table)) in companion::tables(state, &config).into_iter().enumerate() {
+            let ops = companion::ops(self.companion[i].as_ref(), &table);
+            families.push(FamilyPlan { family: Some(family), ops });
+            tables.push(table);
+        }
+        let batch = kproxy_nftables::Plan { full: false, families };
+        if !batch.is_empty() {
+            let encoded = netlink::encode_table(companion::TABLE, &batch, self.seq, &self.interval_sets);
+            self.seq = encoded.next_seq().wrapping_add(1);
+            let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            if let Err(e) = result {
+                self.companion = [None, None];
+                self.interval_sets = IntervalSets::default();
+                return Err(EbpfError::Companion(crate::nftables::refused(&batch, e)));
+            }
+            self.interval_sets.applied(&batch);
+        }
+        let mut tables = tables.into_iter();
+        self.companion = [tables.next(), tables.next()];
+        Ok(())
+    }
+}
+
+impl Dataplane for Ebpf {
+    fn mode(&self) -> &'static str {
+        "ebpf"
+    }
+
+    fn sync<'a>(&'a mut self, request: SyncRequest<'a>) -> SyncFuture<'a> {
+        Box::pin(self.sync_inner(request))
+    }
+}
+
+/// Removes every program, link, map and pin kproxy made under `pin_dir`,
+/// and the companion tables; nothing else.
+pub async fn cleanup(pin_dir: &std::path::Path) -> Result<kproxy_bpf::Removed, DataplaneError> {
+    let removed = cleanup_pins(pin_dir)?;
+    let families = IpFamily::ALL.map(|f| FamilyPlan { family: Some(f), ops: companion::delete() }).to_vec();
+    let plan = kproxy_nftables::Plan { full: true, families };
+    let encoded = netlink::encode_table(companion::TABLE, &plan, 1, &IntervalSets::default());
+    tokio::task::spawn_blocking(move || netlink::apply(&encoded))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        .map_err(|e| EbpfError::Companion(crate::nftables::refused(&plan, e)))?;
+    Ok(removed)
+}
+
+/// The programs, links and maps pinned under `pin_dir` (nothing when it
+/// is not in a bpffs: then kproxy never pinned anything there), and
+/// kproxy's cls_bpf filters in this network namespace.
+pub fn cleanup_pins(pin_dir: &std::path::Path) -> Result<kproxy_bpf::Removed, EbpfError> {
+    if !host::is_bpffs(pin_dir.parent().unwrap_or(pin_dir)) {
+        return Ok(kproxy_bpf::Removed::default());
+    }
+    Ok(kproxy_bpf::cleanup(pin_dir)?)
+}

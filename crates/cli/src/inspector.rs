@@ -36,7 +36,7 @@ impl Inspector {
         not_programmed: Arc<dyn NotProgrammed>,
     ) -> Self {
         let rules = match programmed {
-            Some(mode) => Rules::of(mode, config).map_err(|e| format!("{e:#}")),
+            Some(mode) => Rules::of(mode, config).map(|rules| rules.live(config)).map_err(|e| format!("{e:#}")),
             None => Err(format!(
                 "this kproxy programs nothing (a dry run): there are no applied rules; {}",
                 "plan them with --manifests or --kubeconfig and --proxy-mode"

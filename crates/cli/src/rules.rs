@@ -18,8 +18,16 @@ use crate::UsageError;
 pub enum Rules {
     Nftables(kproxy_nftables::PlanConfig),
     Iptables(kproxy_iptables::PlanConfig),
-    Ipvs { plan: kproxy_ipvs::PlanConfig, companion: kproxy_nftables::PlanConfig },
-    Ebpf(kproxy_ebpf::PlanConfig),
+    Ipvs {
+        plan: kproxy_ipvs::PlanConfig,
+        companion: kproxy_nftables::PlanConfig,
+    },
+    /// `pins`: the running kproxy's pin directory, whose maps are traced
+    /// and rendered as the kernel holds them; `None`: the planned maps.
+    Ebpf {
+        plan: kproxy_ebpf::PlanConfig,
+        pins: Option<std::path::PathBuf>,
+    },
 }
 
 /// What `render` prints: the rules, and what the planner could not program.
@@ -38,7 +46,7 @@ impl Rules {
                 let ipvs = crate::mode::ipvs_config(config)?;
                 Rules::Ipvs { plan: ipvs.plan, companion: ipvs.companion }
             }
-            ProxyMode::Ebpf => Rules::Ebpf(crate::mode::ebpf_config(config)?.plan),
+            ProxyMode::Ebpf => Rules::Ebpf { plan: crate::mode::ebpf_config(config)?.plan, pins: None },
             ProxyMode::Userspace => return Err(UsageError(NO_KERNEL_RULES.into()).into()),
         })
     }
@@ -59,11 +67,17 @@ impl Rules {
                 let table = kproxy_ipvs::companion::table(state, &planned, family, &companion.resolved(&state.node));
                 kproxy_ipvs::trace::trace(&planned, &table, family, packet)
             }
-            Rules::Ebpf(config) => {
-                let planned = kproxy_ebpf::desired(state, config).context("planning the ebpf maps")?;
-                let packet = ebpf_packet(config, state, packet);
+            Rules::Ebpf { plan, pins } => {
+                let contents = ebpf_contents(plan, pins.as_deref(), state)?;
+                let packet = ebpf_packet(plan, state, packet);
                 let cidrs = &state.family(family).service_cidrs;
-                kproxy_ebpf::trace::trace(&planned.applied.contents(), cidrs, &packet)
+                let mut trace = kproxy_ebpf::trace::trace(&contents, cidrs, &packet);
+                if let Some(dir) = pins {
+                    // Say where the maps walked came from: the kernel's, not a plan.
+                    let source = format!("the maps pinned in {}", dir.display());
+                    trace.branches.iter_mut().for_each(|branch| branch.path.insert(0, source.clone()));
+                }
+                trace
             }
         })
     }
@@ -97,16 +111,44 @@ impl Rules {
                 text.push_str(&kproxy_nftables::render::plan_of(kproxy_ipvs::companion::TABLE, &script));
                 Rendered { text, skipped: planned.rejected.iter().map(ToString::to_string).collect() }
             }
-            Rules::Ebpf(config) => match kproxy_ebpf::desired(state, config) {
-                Ok(planned) => {
-                    let tables = kproxy_ebpf::companion::tables(state, &config.resolved(&state.node));
-                    let text = kproxy_ebpf::render::all(&planned.applied.contents(), &tables);
-                    Rendered { text, skipped: planned.skips }
+            Rules::Ebpf { plan, pins } => {
+                let tables = kproxy_ebpf::companion::tables(state, &plan.resolved(&state.node));
+                let skipped = kproxy_ebpf::desired(state, plan).map_or_else(|e| vec![format!("{e}")], |p| p.skips);
+                match ebpf_contents(plan, pins.as_deref(), state) {
+                    Ok(contents) => Rendered { text: kproxy_ebpf::render::all(&contents, &tables), skipped },
+                    Err(e) => Rendered { text: format!("# {e:#}\n"), skipped },
                 }
-                Err(e) => Rendered { text: String::new(), skipped: vec![format!("nothing planned: {e}")] },
-            },
+            }
         }
     }
+}
+
+impl Rules {
+    /// These rules as a running kproxy holds them: in ebpf mode, the maps
+    /// pinned in `config`'s pin directory rather than a plan.
+    pub fn live(self, config: &Config) -> Rules {
+        match self {
+            Rules::Ebpf { plan, .. } => Rules::Ebpf { plan, pins: Some(config.ebpf.pin_dir.clone()) },
+            rules => rules,
+        }
+    }
+}
+
+/// The ebpf maps' contents: read from the pins of a running kproxy, or
+/// planned from `state`.
+fn ebpf_contents(
+    plan: &kproxy_ebpf::PlanConfig,
+    pins: Option<&std::path::Path>,
+    state: &ProxyState,
+) -> anyhow::Result<kproxy_ebpf::maps::Contents> {
+    Ok(match pins {
+        Some(dir) => {
+            let (contents, _) = kproxy_bpf::read_pinned(dir)
+                .with_context(|| format!("reading the maps pinned in {}", dir.display()))?;
+            contents
+        }
+        None => kproxy_ebpf::desired(state, plan).context("planning the ebpf maps")?.applied.contents(),
+    })
 }
 
 /// Where the ebpf programs first see `packet`: the socket hooks for the

@@ -133,3 +133,10 @@ fn a_cluster_ip_connection_from_the_cgroup_leaves_no_conntrack_nat_entry() {
     assert_eq!(node, [], "node-a has an entry for the cluster IP");
     assert_eq!(pod, [], "the pod's namespace has an entry for the cluster IP");
 }
+
+/// `kproxy trace` asked on the node walks the maps the running kproxy
+/// pinned (not a plan) and says what real packets get.
+#[test]
+fn kproxy_trace_on_the_node_reads_the_pinned_maps_and_agrees_with_the_kernel() {
+    lab::live_trace::live_trace_matches_real_packets(Mode::Ebpf);
+}

@@ -25,19 +25,24 @@ impl Lab {
         let (ok, out) = self.kproxy(&args);
         assert!(ok, "kproxy {args:?}: {out}");
         assert_eq!(rules_of(&out), mode.name(), "{mode:?}: another mode's rules:\n{out}");
+        if mode == Mode::Ebpf {
+            assert!(out.contains("the maps pinned in "), "the running kproxy's maps, not a plan:\n{out}");
+        }
         fates(&out)
     }
 }
 
 /// Which mode's rules a `kproxy trace` explanation walked: the iptables
 /// payload's lines, IPVS (its virtual server, or the companion table's
-/// check chain), or the nftables mode's.
+/// check chain), the ebpf mode's maps, or the nftables mode's.
 pub fn rules_of(text: &str) -> &'static str {
     let rules: Vec<&str> = text.lines().skip_while(|l| *l != "rules").skip(1).collect();
     if rules.iter().any(|l| l.starts_with("  nat: -A ") || l.starts_with("  filter: -A ")) {
         "iptables"
     } else if rules.iter().any(|l| l.starts_with("  ipvs: ") || l.ends_with("jump services-check")) {
         "ipvs"
+    } else if rules.iter().any(|l| l.contains("kp_frontends ")) {
+        "ebpf"
     } else if rules.iter().any(|l| l.ends_with("jump services")) {
         "nftables"
     } else {

@@ -274,3 +274,31 @@ pub fn dataplane(config: &Config, mode: Option<ProxyMode>) -> anyhow::Result<Box
         _ => Box::new(DryRun),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ebpf_mode_refuses_the_interface_detectors_naming_the_setting() {
+        for mode in [DetectLocalMode::BridgeInterface, DetectLocalMode::InterfaceNamePrefix] {
+            let config = Config { detect_local_mode: mode, ..Config::default() };
+            let error = ebpf_config(&config).expect_err("refused").to_string();
+            assert!(error.contains("detectLocalMode") && error.contains(&format!("{mode:?}")), "{error}");
+        }
+        let config = Config { detect_local_mode: DetectLocalMode::NodeCIDR, ..Config::default() };
+        assert!(ebpf_config(&config).is_ok());
+    }
+
+    #[test]
+    fn the_reject_mark_never_shares_the_masquerade_bit() {
+        let config = Config::default();
+        let default = ebpf_config(&config).expect("valid").plan;
+        assert_eq!((default.masquerade_bit, default.reject_mark), (14, kproxy_ebpf::DEFAULT_REJECT_MARK));
+        let config = Config { masquerade_bit: 13, ..Config::default() };
+        let moved = ebpf_config(&config).expect("valid").plan;
+        assert_eq!(moved.reject_mark, 1 << 14);
+        let config = Config { masquerade_bit: 31, ..Config::default() };
+        assert_eq!(ebpf_config(&config).expect("valid").plan.reject_mark & (1 << 31), 0);
+    }
+}

@@ -27,6 +27,9 @@ pub enum Privileges {
     IptablesTools,
     /// `privileged: true` (IPVS' sysctls under a writable /proc/sys).
     Privileged,
+    /// `privileged: true` with the node's bpffs and cgroup v2 hierarchy
+    /// (the ebpf mode's programs).
+    Bpf,
 }
 
 /// A kustomization of deploy/ and what its rendering must hold.
@@ -47,6 +50,7 @@ pub fn kustomizations() -> Vec<Kustomization> {
         k("overlays/nftables", ProxyMode::Nftables, format!("kproxy:{version}"), Privileges::NetAdmin),
         k("overlays/iptables", ProxyMode::Iptables, format!("kproxy:{version}-iptables"), Privileges::IptablesTools),
         k("overlays/ipvs", ProxyMode::Ipvs, format!("kproxy:{version}"), Privileges::Privileged),
+        k("overlays/ebpf", ProxyMode::Ebpf, format!("kproxy:{version}"), Privileges::Bpf),
         k("example", ProxyMode::Nftables, format!("registry.example.com/kproxy:{version}"), Privileges::NetAdmin),
     ]
 }

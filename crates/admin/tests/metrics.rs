@@ -67,6 +67,10 @@ fn expected(mode: Option<ProxyMode>) -> Vec<Expected> {
         // not register the two).
         Some(ProxyMode::Ipvs) => all.extend([FULL_AND_PARTIAL, CONNTRACK, IPVS].concat()),
         Some(ProxyMode::Nftables) => all.extend([FULL_AND_PARTIAL, CONNTRACK, NFTABLES].concat()),
+        // Upstream has no ebpf mode: its syncs and its conntrack-flush
+        // equivalent (stale UDP flows and sockets) report as the kernel
+        // modes' do, with no mode-specific family.
+        Some(ProxyMode::Ebpf) => all.extend([FULL_AND_PARTIAL, CONNTRACK].concat()),
         Some(ProxyMode::Userspace) | None => {}
     }
     all
@@ -77,8 +81,14 @@ fn every_mode() -> Vec<&'static str> {
     [COMMON, FULL_AND_PARTIAL, CONNTRACK, IPTABLES, IPVS, NFTABLES].concat().iter().map(|e| e.0).collect()
 }
 
-const MODES: [Option<ProxyMode>; 5] =
-    [Some(ProxyMode::Iptables), Some(ProxyMode::Ipvs), Some(ProxyMode::Nftables), Some(ProxyMode::Userspace), None];
+const MODES: [Option<ProxyMode>; 6] = [
+    Some(ProxyMode::Iptables),
+    Some(ProxyMode::Ipvs),
+    Some(ProxyMode::Nftables),
+    Some(ProxyMode::Userspace),
+    Some(ProxyMode::Ebpf),
+    None,
+];
 
 /// The `# TYPE` of `name`, or `None` when it is not exported.
 fn type_of<'a>(text: &'a str, name: &str) -> Option<&'a str> {

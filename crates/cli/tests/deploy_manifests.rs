@@ -229,7 +229,12 @@ fn daemonset_runs_on_the_host_network_as_root_with_only_what_its_mode_needs() {
             Privileges::Bpf => {
                 assert_eq!(sc.privileged, Some(true), "{}", k.dir);
                 assert_eq!(sc.allow_privilege_escalation, None, "{}: the API refuses false with privileged", k.dir);
-                assert_eq!(host_paths, [("/sys/fs/bpf", "DirectoryOrCreate"), ("/sys/fs/cgroup", "Directory")], "{}", k.dir);
+                assert_eq!(
+                    host_paths,
+                    [("/sys/fs/bpf", "DirectoryOrCreate"), ("/sys/fs/cgroup", "Directory")],
+                    "{}",
+                    k.dir
+                );
                 let mounts = c.volume_mounts.iter().flatten();
                 let bpffs = mounts.clone().find(|m| m.mount_path == "/sys/fs/bpf");
                 assert!(bpffs.is_some_and(|m| m.mount_propagation.as_deref() == Some("Bidirectional")), "{}", k.dir);

@@ -13,10 +13,10 @@ use super::{FamilyLabel, Metrics, PolicyLabels, TableLabels};
 #[derive(Clone, Copy)]
 enum Modes {
     All,
-    /// The kernel modes: iptables, IPVS and nftables.
+    /// The kernel modes: iptables, IPVS, nftables and ebpf.
     Kernel,
     /// Modes that sync partially: iptables and nftables, as upstream's,
-    /// and kproxy's IPVS mode (upstream's IPVS mode always syncs in full
+    /// and kproxy's IPVS and ebpf modes (upstream's IPVS mode always syncs in full
     /// and does not register the full and partial durations).
     FullAndPartial,
     Only(ProxyMode),

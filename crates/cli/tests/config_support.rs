@@ -36,7 +36,7 @@ fn settings_the_mode_does_not_use_are_warned_about_naming_the_mode() {
     let (rules, stderr) =
         render(&["--proxy-mode", "nftables", "--ipvs-scheduler", "lc", "--iptables-masquerade-bit", "13"]);
     for warning in [
-        "--iptables-masquerade-bit: no effect in nftables mode (used by the iptables and ipvs modes)",
+        "--iptables-masquerade-bit: no effect in nftables mode (used by the iptables, ipvs and ebpf modes)",
         "--ipvs-scheduler: no effect in nftables mode (used by the ipvs and userspace modes)",
     ] {
         assert!(stderr.contains(warning), "{warning} missing:\n{stderr}");

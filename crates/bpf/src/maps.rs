@@ -23,6 +23,8 @@ pub(crate) struct Maps {
     local_cidrs: MapData,
     config: MapData,
     flows: MapData,
+    /// Read only (`Datapath::sock_origin`): the programs own it.
+    sock_rev: MapData,
 }
 
 /// Every map's name, for pinning and cleanup.
@@ -75,7 +77,7 @@ pub(crate) fn check_layout(pin_dir: &Path) -> Result<(), BpfError> {
 }
 
 /// A value of a `MapBytes` type from the bytes the kernel returned.
-fn from_bytes<T: MapBytes + Default>(bytes: &[u8]) -> T {
+pub(crate) fn from_bytes<T: MapBytes + Default>(bytes: &[u8]) -> T {
     let mut value = T::default();
     assert_eq!(bytes.len(), std::mem::size_of::<T>(), "a map element of the declared size");
     // SAFETY: MapBytes types are repr(C) integers and byte arrays, so any
@@ -94,6 +96,7 @@ impl Maps {
             local_cidrs: open(pin_dir, names::LOCAL_CIDRS)?,
             config: open(pin_dir, names::CONFIG)?,
             flows: open(pin_dir, names::FLOWS)?,
+            sock_rev: open(pin_dir, names::SOCK_REV)?,
         })
     }
 
@@ -166,6 +169,10 @@ impl Maps {
             count += 1;
         }
         Ok(count)
+    }
+
+    pub(crate) fn sock_rev(&self) -> &MapData {
+        &self.sock_rev
     }
 
     pub(crate) fn config(&self) -> Result<Config, BpfError> {

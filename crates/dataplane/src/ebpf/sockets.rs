@@ -127,7 +127,7 @@ fn cgroup_tasks(dir: &Path, tasks: &mut BTreeSet<u32>) -> io::Result<Vec<PathBuf
 fn diag_in(namespace: &Namespace) -> Result<SockDiag, SocketsError> {
     let path = namespace.path.clone();
     let enter = |source: io::Error| SocketsError::Enter { path: path.clone(), source };
-    let result = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .name("kp-sock-diag".to_owned())
             .spawn_scoped(scope, || {
@@ -139,8 +139,7 @@ fn diag_in(namespace: &Namespace) -> Result<SockDiag, SocketsError> {
             })
             .map_err(&enter)?;
         thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    });
-    result
+    })
 }
 
 /// Destroys, in every namespace, the connected UDP sockets whose

@@ -173,7 +173,7 @@ impl Ebpf {
         let cgroup = self.cgroup.clone();
         let (datapath, result, flushed) = tokio::task::spawn_blocking(move || {
             let result = datapath.apply(&ops).map(|_| ops.len());
-            let flushed = apply_then_flush(&mut datapath, result.is_ok(), &cgroup, &stale);
+            let flushed = flush_if_applied(&mut datapath, result.is_ok(), &cgroup, &stale);
             (datapath, result, flushed)
         })
         .await
@@ -234,7 +234,7 @@ impl Ebpf {
 
 /// The stale endpoints' flows and sockets, once the maps no longer send
 /// new ones there (nothing to do, at no cost, when none are stale).
-fn apply_then_flush(
+fn flush_if_applied(
     datapath: &mut Datapath,
     applied: bool,
     cgroup: &Path,

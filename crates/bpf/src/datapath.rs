@@ -93,7 +93,13 @@ impl Datapath {
     /// programs are not affected: a connected UDP socket keeps its backend;
     /// see [`Datapath::sock_origin`].)
     pub fn forget_flows(&mut self, frontend: &FrontendKey, backend: &Backend) -> Result<usize, BpfError> {
-        self.maps.forget_flows(frontend, backend)
+        self.maps.forget_flows(frontend, Some(backend))
+    }
+
+    /// Forget every tc connection to `frontend`, whatever its backend
+    /// (both directions): for a UDP frontend that went away.
+    pub fn forget_frontend_flows(&mut self, frontend: &FrontendKey) -> Result<usize, BpfError> {
+        self.maps.forget_flows(frontend, None)
     }
 
     /// Read `kp_config` back.

@@ -137,8 +137,9 @@ impl Maps {
     }
 
     /// Delete the tc flows of `frontend` (its address, port and protocol)
-    /// that go to `backend`, both directions; how many connections.
-    pub(crate) fn forget_flows(&self, frontend: &FrontendKey, backend: &Backend) -> Result<usize, BpfError> {
+    /// that go to `backend` (any backend: `None`), both directions; how
+    /// many connections.
+    pub(crate) fn forget_flows(&self, frontend: &FrontendKey, backend: Option<&Backend>) -> Result<usize, BpfError> {
         let fd = self.flows.fd().as_fd();
         let err = |source| BpfError::MapUpdate {
             map: names::FLOWS,
@@ -151,14 +152,14 @@ impl Maps {
             let flow: Flow = from_bytes(&value);
             let forward = key.direction == 0
                 && (key.daddr, key.dport, key.proto) == (frontend.addr, frontend.port, frontend.proto)
-                && (flow.addr, flow.port) == (backend.addr, backend.port);
+                && backend.is_none_or(|b| (flow.addr, flow.port) == (b.addr, b.port));
             if !forward {
                 continue;
             }
             let reverse = FlowKey {
-                saddr: backend.addr,
+                saddr: flow.addr,
                 daddr: key.saddr,
-                sport: backend.port,
+                sport: flow.port,
                 dport: key.sport,
                 proto: key.proto,
                 direction: 1,

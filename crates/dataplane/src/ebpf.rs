@@ -12,15 +12,16 @@
 //! back and repairs them.
 //!
 //! After a sync that applied, the flows and translated sockets of UDP
-//! endpoints that left their frontends are ended ([`stale_udp`]): the
-//! mode's equivalent of the conntrack cleanup of the other modes.
+//! endpoints that left their frontends, and of stale UDP frontends, are
+//! ended ([`stale_udp`]): the mode's equivalent of the conntrack cleanup
+//! of the other modes.
 
 pub mod host;
 pub mod sockets;
 mod stale_udp;
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use kproxy_bpf::Datapath;
@@ -170,10 +171,11 @@ impl Ebpf {
         };
         let ops = planned.ops;
         let stale: Vec<StaleUdpEndpoint> = request.changes.stale_udp_endpoints.iter().copied().collect();
+        let stale_frontends = stale_udp::removed_frontends(request.state, request.changes);
         let cgroup = self.cgroup.clone();
         let (datapath, result, flushed) = tokio::task::spawn_blocking(move || {
             let result = datapath.apply(&ops).map(|_| ops.len());
-            let flushed = flush_if_applied(&mut datapath, result.is_ok(), &cgroup, &stale);
+            let flushed = flush_if_applied(&mut datapath, result.is_ok(), &cgroup, &stale, &stale_frontends);
             (datapath, result, flushed)
         })
         .await
@@ -232,18 +234,20 @@ impl Ebpf {
     }
 }
 
-/// The stale endpoints' flows and sockets, once the maps no longer send
-/// new ones there (nothing to do, at no cost, when none are stale).
+/// The stale endpoints' and frontends' flows and sockets, once the maps
+/// no longer send new ones there (nothing to do, at no cost, when
+/// nothing is stale).
 fn flush_if_applied(
     datapath: &mut Datapath,
     applied: bool,
     cgroup: &Path,
-    stale: &[StaleUdpEndpoint],
+    endpoints: &[StaleUdpEndpoint],
+    frontends: &[SocketAddr],
 ) -> stale_udp::Flushed {
-    if !applied || stale.is_empty() {
+    if !applied || (endpoints.is_empty() && frontends.is_empty()) {
         return stale_udp::Flushed::default();
     }
-    stale_udp::flush_stale_udp(datapath, cgroup, stale)
+    stale_udp::flush_stale_udp(datapath, cgroup, endpoints, frontends)
 }
 
 impl Dataplane for Ebpf {

@@ -10,8 +10,9 @@
 //! runtimes pin pod namespaces): a socket stays in the namespace it was
 //! made in after its thread has exited or moved, so the cgroup's members
 //! alone can miss it. Only sockets that `kp_sock_rev` records as
-//! translated from the stale frontend to the stale endpoint are
-//! destroyed, never one that talks to the endpoint's address itself.
+//! translated from the stale frontend to the stale endpoint (or from a
+//! stale frontend) are destroyed, never one that talks to the
+//! endpoint's address itself.
 //! Reads `/proc` and the cgroup tree; decides nothing about which
 //! endpoints are stale.
 
@@ -142,28 +143,71 @@ fn diag_in(namespace: &Namespace) -> Result<SockDiag, SocketsError> {
     })
 }
 
-/// Destroys, in every namespace, the connected UDP sockets whose
-/// destination is a stale endpoint and which `origin` (the
-/// `kp_sock_rev` lookup: cookie and endpoint to the frontend the socket
-/// asked for) shows were translated from that endpoint's stale frontend.
-/// Returns how many were destroyed per family of the endpoint; the
+/// What makes a translated UDP socket stale: its destination is an
+/// endpoint its frontend stopped using, or its frontend is itself stale
+/// (gone, or just given endpoints).
+#[derive(Debug, Default)]
+pub struct Stale {
+    /// Each endpoint, with the frontends that stopped using it.
+    endpoints: BTreeMap<SocketAddr, BTreeSet<SocketAddr>>,
+    frontends: BTreeSet<SocketAddr>,
+}
+
+impl Stale {
+    /// From the sync's stale endpoints and frontends (v4-mapped
+    /// addresses count as IPv4).
+    pub fn new<'a>(
+        endpoints: impl IntoIterator<Item = &'a StaleUdpEndpoint>,
+        frontends: impl IntoIterator<Item = &'a SocketAddr>,
+    ) -> Stale {
+        let mut stale = Stale::default();
+        for s in endpoints {
+            stale.endpoints.entry(canonical(s.endpoint)).or_default().insert(canonical(s.frontend));
+        }
+        stale.frontends.extend(frontends.into_iter().map(|f| canonical(*f)));
+        stale
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty() && self.frontends.is_empty()
+    }
+
+    /// Whether a socket connected to `endpoint` needs its origin looked
+    /// up: any socket may come from a stale frontend.
+    fn candidate(&self, endpoint: SocketAddr) -> bool {
+        endpoint.port() != 0 && (!self.frontends.is_empty() || self.endpoints.contains_key(&endpoint))
+    }
+
+    /// Whether a socket translated from `frontend` to `endpoint` is stale.
+    fn matches(&self, frontend: SocketAddr, endpoint: SocketAddr) -> bool {
+        let frontend = canonical(frontend);
+        self.frontends.contains(&frontend) || self.endpoints.get(&endpoint).is_some_and(|f| f.contains(&frontend))
+    }
+
+    /// The families to list: IPv4 peers are also reached from IPv6
+    /// sockets (v4-mapped).
+    fn families(&self) -> Vec<IpFamily> {
+        let v4 = self.endpoints.keys().chain(&self.frontends).any(SocketAddr::is_ipv4);
+        if v4 { vec![IpFamily::V4, IpFamily::V6] } else { vec![IpFamily::V6] }
+    }
+}
+
+/// Destroys, in every namespace, the connected UDP sockets that `origin`
+/// (the `kp_sock_rev` lookup: cookie and destination to the frontend the
+/// socket asked for) shows were translated in a way `stale` names.
+/// Returns how many were destroyed per family of their destination; the
 /// errors of a namespace are added to `errors` and the others go on.
 pub fn terminate_stale_udp(
     namespaces: &[Namespace],
-    stale: &[StaleUdpEndpoint],
+    stale: &Stale,
     origin: impl Fn(u64, SocketAddr) -> Result<Option<SocketAddr>, kproxy_bpf::BpfError>,
     errors: &mut Vec<SocketsError>,
 ) -> BTreeMap<IpFamily, usize> {
-    let mut frontends: BTreeMap<SocketAddr, BTreeSet<SocketAddr>> = BTreeMap::new();
-    for s in stale {
-        frontends.entry(canonical(s.endpoint)).or_default().insert(canonical(s.frontend));
-    }
-    // IPv4 endpoints are also reached from IPv6 sockets (v4-mapped).
-    let mut families = vec![IpFamily::V6];
-    if frontends.keys().any(SocketAddr::is_ipv4) {
-        families.insert(0, IpFamily::V4);
-    }
     let mut destroyed = BTreeMap::new();
+    if stale.is_empty() {
+        return destroyed;
+    }
+    let families = stale.families();
     for namespace in namespaces {
         let result = diag_in(namespace).and_then(|mut diag| {
             for family in &families {
@@ -172,9 +216,11 @@ pub fn terminate_stale_udp(
                     .map_err(|source| SocketsError::Diag { path: namespace.path.clone(), source })?;
                 for socket in sockets {
                     let endpoint = canonical(socket.dst);
-                    let Some(stale_frontends) = frontends.get(&endpoint) else { continue };
+                    if !stale.candidate(endpoint) {
+                        continue;
+                    }
                     match origin(socket.cookie, endpoint) {
-                        Ok(Some(frontend)) if stale_frontends.contains(&canonical(frontend)) => {}
+                        Ok(Some(frontend)) if stale.matches(frontend, endpoint) => {}
                         Ok(_) => continue,
                         Err(source) => {
                             errors.push(SocketsError::Origin { cookie: socket.cookie, source });

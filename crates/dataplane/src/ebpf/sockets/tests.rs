@@ -94,7 +94,7 @@ fn only_sockets_translated_from_the_stale_frontend_to_the_stale_endpoint_are_end
         })
     };
     let namespace = Namespace { path: ns.path(), file: File::open(ns.path()).expect("open the namespace") };
-    let stale = [StaleUdpEndpoint { frontend, endpoint: to }];
+    let stale = Stale::new(&[StaleUdpEndpoint { frontend, endpoint: to }], &[]);
     let mut errors = Vec::new();
     let ended = terminate_stale_udp(&[namespace], &stale, origin, &mut errors);
     assert!(errors.is_empty(), "{errors:?}");
@@ -106,4 +106,21 @@ fn only_sockets_translated_from_the_stale_frontend_to_the_stale_endpoint_are_end
     for socket in [&direct, &other_frontend] {
         socket.send(b"x").expect("still connected");
     }
+}
+
+#[test]
+fn a_stale_frontend_matches_every_endpoint_and_a_stale_endpoint_only_its_frontends() {
+    let a = |s: &str| s.parse::<SocketAddr>().expect("literal");
+    let endpoint = StaleUdpEndpoint { frontend: a("10.96.0.53:53"), endpoint: a("10.244.1.5:8080") };
+    let stale = Stale::new(&[endpoint], &[a("10.96.0.54:53")]);
+    assert!(stale.matches(a("10.96.0.54:53"), a("10.244.9.9:1")), "any endpoint of a stale frontend");
+    assert!(stale.matches(a("[::ffff:10.96.0.53]:53"), a("10.244.1.5:8080")), "v4-mapped is IPv4");
+    assert!(!stale.matches(a("10.96.0.99:53"), a("10.244.1.5:8080")), "another frontend of the endpoint");
+    assert!(!stale.matches(a("10.96.0.53:53"), a("10.244.1.6:8080")), "another endpoint of the frontend");
+    assert!(!stale.candidate(a("0.0.0.0:0")), "an unconnected socket");
+    assert_eq!(stale.families(), vec![IpFamily::V4, IpFamily::V6]);
+    let only_endpoints = Stale::new(&[endpoint], &[]);
+    assert!(!only_endpoints.candidate(a("10.244.1.6:8080")), "no lookup for sockets to other addresses");
+    assert_eq!(Stale::new(&[], &[a("[fd00::53]:53")]).families(), vec![IpFamily::V6]);
+    assert!(Stale::new(&[], &[]).is_empty());
 }

@@ -17,7 +17,7 @@ use crate::{programs, sys};
 pub struct Datapath {
     pub(crate) pin_dir: PathBuf,
     pub(crate) ebpf: Ebpf,
-    maps: Maps,
+    pub(crate) maps: Maps,
 }
 
 impl Datapath {
@@ -90,9 +90,16 @@ impl Datapath {
     /// conntrack entries of a UDP endpoint that stopped being used, so
     /// that the flow's next packet picks a current backend. Returns how
     /// many connections were forgotten. (Sockets translated by the cgroup
-    /// programs are not affected: a connected UDP socket keeps its backend.)
+    /// programs are not affected: a connected UDP socket keeps its backend;
+    /// see [`Datapath::sock_origin`].)
     pub fn forget_flows(&mut self, frontend: &FrontendKey, backend: &Backend) -> Result<usize, BpfError> {
-        self.maps.forget_flows(frontend, backend)
+        self.maps.forget_flows(frontend, Some(backend))
+    }
+
+    /// Forget every tc connection to `frontend`, whatever its backend
+    /// (both directions): for a UDP frontend that went away.
+    pub fn forget_frontend_flows(&mut self, frontend: &FrontendKey) -> Result<usize, BpfError> {
+        self.maps.forget_flows(frontend, None)
     }
 
     /// Read `kp_config` back.

@@ -13,6 +13,7 @@ mod cleanup;
 mod datapath;
 mod error;
 mod maps;
+mod sock_rev;
 mod sys;
 
 pub use cleanup::{Removed, cleanup};

@@ -23,6 +23,8 @@ pub(crate) struct Maps {
     local_cidrs: MapData,
     config: MapData,
     flows: MapData,
+    /// Read only (`Datapath::sock_origin`): the programs own it.
+    sock_rev: MapData,
 }
 
 /// Every map's name, for pinning and cleanup.
@@ -75,7 +77,7 @@ pub(crate) fn check_layout(pin_dir: &Path) -> Result<(), BpfError> {
 }
 
 /// A value of a `MapBytes` type from the bytes the kernel returned.
-fn from_bytes<T: MapBytes + Default>(bytes: &[u8]) -> T {
+pub(crate) fn from_bytes<T: MapBytes + Default>(bytes: &[u8]) -> T {
     let mut value = T::default();
     assert_eq!(bytes.len(), std::mem::size_of::<T>(), "a map element of the declared size");
     // SAFETY: MapBytes types are repr(C) integers and byte arrays, so any
@@ -94,6 +96,7 @@ impl Maps {
             local_cidrs: open(pin_dir, names::LOCAL_CIDRS)?,
             config: open(pin_dir, names::CONFIG)?,
             flows: open(pin_dir, names::FLOWS)?,
+            sock_rev: open(pin_dir, names::SOCK_REV)?,
         })
     }
 
@@ -134,8 +137,9 @@ impl Maps {
     }
 
     /// Delete the tc flows of `frontend` (its address, port and protocol)
-    /// that go to `backend`, both directions; how many connections.
-    pub(crate) fn forget_flows(&self, frontend: &FrontendKey, backend: &Backend) -> Result<usize, BpfError> {
+    /// that go to `backend` (any backend: `None`), both directions; how
+    /// many connections.
+    pub(crate) fn forget_flows(&self, frontend: &FrontendKey, backend: Option<&Backend>) -> Result<usize, BpfError> {
         let fd = self.flows.fd().as_fd();
         let err = |source| BpfError::MapUpdate {
             map: names::FLOWS,
@@ -148,14 +152,14 @@ impl Maps {
             let flow: Flow = from_bytes(&value);
             let forward = key.direction == 0
                 && (key.daddr, key.dport, key.proto) == (frontend.addr, frontend.port, frontend.proto)
-                && (flow.addr, flow.port) == (backend.addr, backend.port);
+                && backend.is_none_or(|b| (flow.addr, flow.port) == (b.addr, b.port));
             if !forward {
                 continue;
             }
             let reverse = FlowKey {
-                saddr: backend.addr,
+                saddr: flow.addr,
                 daddr: key.saddr,
-                sport: backend.port,
+                sport: flow.port,
                 dport: key.sport,
                 proto: key.proto,
                 direction: 1,
@@ -166,6 +170,10 @@ impl Maps {
             count += 1;
         }
         Ok(count)
+    }
+
+    pub(crate) fn sock_rev(&self) -> &MapData {
+        &self.sock_rev
     }
 
     pub(crate) fn config(&self) -> Result<Config, BpfError> {

@@ -10,16 +10,23 @@
 //! in memory, and a partial sync plans only the changed service ports. A
 //! failed map write forgets what was applied; the next sync reads the maps
 //! back and repairs them.
+//!
+//! After a sync that applied, the flows and translated sockets of UDP
+//! endpoints that left their frontends, and of stale UDP frontends, are
+//! ended ([`stale_udp`]): the mode's equivalent of the conntrack cleanup
+//! of the other modes.
 
 pub mod host;
+pub mod sockets;
+mod stale_udp;
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
-use std::path::PathBuf;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 
 use kproxy_bpf::Datapath;
 use kproxy_ebpf::{Applied, PlanConfig, companion};
-use kproxy_model::{IpFamily, ProxyState};
+use kproxy_model::{IpFamily, ProxyState, StaleUdpEndpoint};
 use kproxy_netlink::nft::{self as netlink, IntervalSets};
 use kproxy_nftables::{FamilyPlan, Table};
 use tracing::{info, warn};
@@ -60,6 +67,8 @@ pub struct Ebpf {
     /// Loaded at the first sync; taken into the blocking task of each
     /// sync and given back.
     datapath: Option<Datapath>,
+    /// The cgroup the socket programs are attached to, resolved at load.
+    cgroup: PathBuf,
     /// What the maps hold, as of the last successful sync; `None`: read
     /// them back first.
     applied: Option<Applied>,
@@ -78,6 +87,7 @@ impl Ebpf {
         Self {
             config,
             datapath: None,
+            cgroup: PathBuf::new(),
             applied: None,
             devices: BTreeSet::new(),
             companion: [None, None],
@@ -98,6 +108,7 @@ impl Ebpf {
         datapath.attach_cgroup(&cgroup)?;
         self.config.plan.node_netns_cookie = kproxy_bpf::netns_cookie()?;
         info!(cgroup = %cgroup.display(), pin_dir = %self.config.pin_dir.display(), object = kproxy_bpf::OBJECT_SOURCE, "ebpf programs loaded and attached");
+        self.cgroup = cgroup;
         Ok(datapath)
     }
 
@@ -159,9 +170,13 @@ impl Ebpf {
             }
         };
         let ops = planned.ops;
-        let (datapath, result) = tokio::task::spawn_blocking(move || {
+        let stale: Vec<StaleUdpEndpoint> = request.changes.stale_udp_endpoints.iter().copied().collect();
+        let stale_frontends = stale_udp::removed_frontends(request.state, request.changes);
+        let cgroup = self.cgroup.clone();
+        let (datapath, result, flushed) = tokio::task::spawn_blocking(move || {
             let result = datapath.apply(&ops).map(|_| ops.len());
-            (datapath, result)
+            let flushed = flush_if_applied(&mut datapath, result.is_ok(), &cgroup, &stale, &stale_frontends);
+            (datapath, result, flushed)
         })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
@@ -169,6 +184,9 @@ impl Ebpf {
         let written = result.map_err(EbpfError::from)?;
         let (frontends, groups) = (planned.applied.frontend_count(), planned.applied.group_count());
         self.applied = Some(planned.applied);
+        for error in &flushed.errors {
+            warn!(error = %error, "ebpf mode: ending the flows and sockets of a stale UDP endpoint");
+        }
 
         let current: BTreeSet<String> = planned.skips.into_iter().collect();
         let skipped: Vec<String> = current.difference(&self.reported).cloned().collect();
@@ -178,9 +196,11 @@ impl Ebpf {
             self.reported.extend(skipped.iter().cloned());
         }
         let kind = if planned.full { "full" } else { "partial" };
-        let summary =
-            format!("{kind}: {written} map operations, {frontends} frontends and {groups} backend groups in the maps");
-        Ok(SyncReport { summary, skipped, ..SyncReport::default() })
+        let (flows, sockets) = (flushed.flows, flushed.sockets);
+        let summary = format!(
+            "{kind}: {written} map operations, {frontends} frontends and {groups} backend groups in the maps, {flows} flows and {sockets} UDP sockets of stale endpoints ended"
+        );
+        Ok(SyncReport { summary, skipped, conntrack: flushed.cleanups, ..SyncReport::default() })
     }
 
     /// Brings the companion table of each family to what the configuration
@@ -212,6 +232,22 @@ impl Ebpf {
         self.companion = [tables.next(), tables.next()];
         Ok(())
     }
+}
+
+/// The stale endpoints' and frontends' flows and sockets, once the maps
+/// no longer send new ones there (nothing to do, at no cost, when
+/// nothing is stale).
+fn flush_if_applied(
+    datapath: &mut Datapath,
+    applied: bool,
+    cgroup: &Path,
+    endpoints: &[StaleUdpEndpoint],
+    frontends: &[SocketAddr],
+) -> stale_udp::Flushed {
+    if !applied || (endpoints.is_empty() && frontends.is_empty()) {
+        return stale_udp::Flushed::default();
+    }
+    stale_udp::flush_stale_udp(datapath, cgroup, endpoints, frontends)
 }
 
 impl Dataplane for Ebpf {

@@ -3,7 +3,8 @@
 //! Reading the host's addresses (for node ports), the IPVS mode's dummy
 //! interface and its addresses ([`links`]), programming nf_tables ([`nft`])
 //! and IPVS ([`ipvs`]), and deleting stale conntrack entries
-//! ([`conntrack`]). This crate owns sockets and kernel encodings; it makes
+//! ([`conntrack`]), and listing and destroying UDP sockets ([`sock_diag`]).
+//! This crate owns sockets and kernel encodings; it makes
 //! no policy decisions.
 
 mod addresses;
@@ -13,6 +14,7 @@ pub mod ipvs;
 pub mod links;
 pub mod nft;
 pub mod routes;
+pub mod sock_diag;
 
 pub use addresses::host_addresses;
 

@@ -9,5 +9,6 @@ mod hash;
 mod lifecycle;
 mod object;
 mod sock;
+mod sock_rev;
 mod support;
 mod tc;

@@ -202,6 +202,10 @@ fn forgetting_the_flows_to_a_removed_udp_endpoint_moves_a_live_flow_to_a_current
     let forgotten = f.datapath.forget_flows(&fkey("10.0.1.1", 30080, UDP), &old).expect("forget");
     assert_eq!(forgotten, 1);
     assert_eq!(flow.request().expect("after forgetting").backend, "b2");
+    // A frontend that goes: its flows go whatever their backend.
+    assert_eq!(f.datapath.forget_frontend_flows(&fkey("10.0.1.1", 30080, UDP)).expect("forget all"), 1);
+    assert_eq!(f.datapath.forget_frontend_flows(&fkey("10.0.1.1", 30080, UDP)).expect("forget all"), 0, "none left");
+    assert_eq!(flow.request().expect("a new flow").backend, "b2");
 }
 
 #[test]

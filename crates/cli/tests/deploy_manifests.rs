@@ -240,6 +240,7 @@ fn daemonset_runs_on_the_host_network_as_root_with_only_what_its_mode_needs() {
                 assert!(bpffs.is_some_and(|m| m.mount_propagation.as_deref() == Some("Bidirectional")), "{}", k.dir);
                 let cgroup = mounts.clone().find(|m| m.mount_path == "/run/kproxy/cgroup");
                 assert!(cgroup.is_some(), "{}: the node's cgroup hierarchy, given as --ebpf-cgroup", k.dir);
+                assert_eq!(pod.host_pid, Some(true), "{}: the cgroup's processes' namespaces", k.dir);
             }
         }
     }

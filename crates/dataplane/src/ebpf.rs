@@ -148,7 +148,7 @@ impl Ebpf {
                 return Err(e.into());
             }
         }
-        if let Err(e) = self.sync_companion(request.state).await {
+        if let Err(e) = self.sync_companion(request.state, full).await {
             self.datapath = Some(datapath);
             return Err(e.into());
         }
@@ -204,13 +204,16 @@ impl Ebpf {
     }
 
     /// Brings the companion table of each family to what the configuration
-    /// needs, in one transaction (it does not change with services).
-    async fn sync_companion(&mut self, state: &ProxyState) -> Result<(), EbpfError> {
+    /// needs, in one transaction (it does not change with services). A
+    /// full sync rewrites it whatever this process last wrote, as the
+    /// other modes re-assert everything they own.
+    async fn sync_companion(&mut self, state: &ProxyState, full: bool) -> Result<(), EbpfError> {
         let config = self.config.plan.resolved(&state.node);
         let mut families = Vec::new();
         let mut tables = Vec::new();
         for (i, (family, table)) in companion::tables(state, &config).into_iter().enumerate() {
-            let ops = companion::ops(self.companion[i].as_ref(), &table);
+            let last = if full { None } else { self.companion[i].as_ref() };
+            let ops = companion::ops(last, &table);
             families.push(FamilyPlan { family: Some(family), ops });
             tables.push(table);
         }

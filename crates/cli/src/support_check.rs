@@ -144,6 +144,9 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("ipvs.udpTimeout", "IPVS's timeouts over netlink when IPVS starts: crates/netlink ipvs tests"),
     ("oomScoreAdj", "this process's OOM score: kernel_settings tests"),
     ("--iptables-backend", "which iptables tools run: mode::configured_backend, crates/iptables-exec"),
+    ("--ebpf-cgroup", "where the socket programs attach: the lab's netns_ebpf tests (a cgroup of their own)"),
+    ("--ebpf-pin-dir", "where maps and links are pinned: crates/bpf lifecycle tests, netns_ebpf (a private bpffs)"),
+    ("--ebpf-devices", "where the tc programs attach: netns_ebpf (node-a's eth0), crates/bpf tc tests"),
 ];
 
 #[derive(Parser)]

@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 
 use kproxy_bpf::Datapath;
 use kproxy_ebpf::{Applied, PlanConfig, companion};
-use kproxy_model::{IpFamily, ProxyState, StaleUdpEndpoint};
-use kproxy_netlink::nft::{self as netlink, IntervalSets};
-use kproxy_nftables::{FamilyPlan, Table};
+use kproxy_model::{ProxyState, StaleUdpEndpoint};
 use tracing::{info, warn};
+
+use crate::companion::Companion;
 
 use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 
@@ -74,25 +74,19 @@ pub struct Ebpf {
     applied: Option<Applied>,
     /// The devices the tc programs were attached to.
     devices: BTreeSet<String>,
-    companion: [Option<Table>; 2],
-    interval_sets: IntervalSets,
-    seq: u32,
+    companion: Companion,
     reported: BTreeSet<String>,
 }
 
 impl Ebpf {
     pub fn new(config: EbpfConfig) -> Self {
-        let seq =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(1);
         Self {
             config,
             datapath: None,
             cgroup: PathBuf::new(),
             applied: None,
             devices: BTreeSet::new(),
-            companion: [None, None],
-            interval_sets: IntervalSets::default(),
-            seq,
+            companion: Companion::new(companion::TABLE),
             reported: BTreeSet::new(),
         }
     }
@@ -208,32 +202,8 @@ impl Ebpf {
     /// full sync rewrites it whatever this process last wrote, as the
     /// other modes re-assert everything they own.
     async fn sync_companion(&mut self, state: &ProxyState, full: bool) -> Result<(), EbpfError> {
-        let config = self.config.plan.resolved(&state.node);
-        let mut families = Vec::new();
-        let mut tables = Vec::new();
-        for (i, (family, table)) in companion::tables(state, &config).into_iter().enumerate() {
-            let last = if full { None } else { self.companion[i].as_ref() };
-            let ops = companion::ops(last, &table);
-            families.push(FamilyPlan { family: Some(family), ops });
-            tables.push(table);
-        }
-        let batch = kproxy_nftables::Plan { full: false, families };
-        if !batch.is_empty() {
-            let encoded = netlink::encode_table(companion::TABLE, &batch, self.seq, &self.interval_sets);
-            self.seq = encoded.next_seq().wrapping_add(1);
-            let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-            if let Err(e) = result {
-                self.companion = [None, None];
-                self.interval_sets = IntervalSets::default();
-                return Err(EbpfError::Companion(crate::nftables::refused(&batch, e)));
-            }
-            self.interval_sets.applied(&batch);
-        }
-        let mut tables = tables.into_iter();
-        self.companion = [tables.next(), tables.next()];
-        Ok(())
+        let tables = companion::tables(state, &self.config.plan.resolved(&state.node));
+        self.companion.sync(tables, full, companion::ops).await.map_err(EbpfError::Companion)
     }
 }
 
@@ -267,13 +237,7 @@ impl Dataplane for Ebpf {
 /// and the companion tables; nothing else.
 pub async fn cleanup(pin_dir: &std::path::Path) -> Result<kproxy_bpf::Removed, DataplaneError> {
     let removed = cleanup_pins(pin_dir)?;
-    let families = IpFamily::ALL.map(|f| FamilyPlan { family: Some(f), ops: companion::delete() }).to_vec();
-    let plan = kproxy_nftables::Plan { full: true, families };
-    let encoded = netlink::encode_table(companion::TABLE, &plan, 1, &IntervalSets::default());
-    tokio::task::spawn_blocking(move || netlink::apply(&encoded))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-        .map_err(|e| EbpfError::Companion(crate::nftables::refused(&plan, e)))?;
+    crate::companion::delete(companion::TABLE).await.map_err(EbpfError::Companion)?;
     Ok(removed)
 }
 

@@ -30,10 +30,9 @@ use kproxy_netlink::ipvs::{
     Timeouts,
 };
 use kproxy_netlink::links;
-use kproxy_netlink::nft::{self as netlink, IntervalSets};
-use kproxy_nftables::{FamilyPlan, Table};
 use tracing::{debug, info, warn};
 
+use crate::companion::Companion;
 use crate::conntrack::flush_stale_udp;
 use crate::dataplane::{Dataplane, DataplaneError, SyncFuture, SyncKind, SyncReport, SyncRequest};
 use crate::sysctl::{Ensured, KernelFiles};
@@ -92,9 +91,7 @@ pub struct Ipvs {
     /// Servers this process programmed, whether or not they are on
     /// `kube-ipvs0` (node ports).
     programmed: BTreeSet<ServerKey>,
-    companion: [Option<Table>; 2],
-    interval_sets: IntervalSets,
-    seq: u32,
+    companion: Companion,
     prepared: bool,
     reported: BTreeSet<String>,
     /// What each of kproxy's servers serves, for `/list`.
@@ -105,16 +102,12 @@ impl Ipvs {
     /// Connects to IPVS; fails when the kernel has none.
     pub fn new(config: IpvsConfig) -> Result<Self, IpvsError> {
         let client = Client::connect().map_err(IpvsError::Client)?;
-        let seq =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as u32).unwrap_or(1);
         Ok(Self {
             config,
             client: Some(client),
             applied: None,
             programmed: BTreeSet::new(),
-            companion: [None, None],
-            interval_sets: IntervalSets::default(),
-            seq,
+            companion: Companion::new(companion::TABLE),
             prepared: false,
             reported: BTreeSet::new(),
             labels: Arc::default(),
@@ -205,31 +198,8 @@ impl Ipvs {
     /// one transaction.
     async fn sync_companion(&mut self, state: &ProxyState, plan: &Plan) -> Result<(), IpvsError> {
         let config = self.config.companion.resolved(&state.node);
-        let mut families = Vec::new();
-        let mut tables = Vec::new();
-        for (i, family) in IpFamily::ALL.into_iter().enumerate() {
-            let table = companion::table(state, plan, family, &config);
-            let ops = companion::ops(self.companion[i].as_ref(), &table);
-            families.push(FamilyPlan { family: Some(family), ops });
-            tables.push(table);
-        }
-        let batch = kproxy_nftables::Plan { full: false, families };
-        if !batch.is_empty() {
-            let encoded = netlink::encode_table(companion::TABLE, &batch, self.seq, &self.interval_sets);
-            self.seq = encoded.next_seq().wrapping_add(1);
-            let result = tokio::task::spawn_blocking(move || netlink::apply(&encoded))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-            if let Err(e) = result {
-                self.companion = [None, None];
-                self.interval_sets = IntervalSets::default();
-                return Err(IpvsError::Companion(crate::nftables::refused(&batch, e)));
-            }
-            self.interval_sets.applied(&batch);
-        }
-        let mut tables = tables.into_iter();
-        self.companion = [tables.next(), tables.next()];
-        Ok(())
+        let tables = IpFamily::ALL.into_iter().map(|f| (f, companion::table(state, plan, f, &config))).collect();
+        self.companion.sync(tables, false, companion::ops).await.map_err(IpvsError::Companion)
     }
 }
 
@@ -672,12 +642,6 @@ pub async fn cleanup(exclude_cidrs: &[IpNet]) -> Result<Cleaned, DataplaneError>
     cleaned.servers = removed;
     cleaned.addresses = bound.len();
     cleaned.interface = links::delete_link(INTERFACE).await.map_err(IpvsError::Interface)?;
-    let families = IpFamily::ALL.map(|f| FamilyPlan { family: Some(f), ops: companion::delete() }).to_vec();
-    let plan = kproxy_nftables::Plan { full: true, families };
-    let encoded = netlink::encode_table(companion::TABLE, &plan, 1, &IntervalSets::default());
-    tokio::task::spawn_blocking(move || netlink::apply(&encoded))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-        .map_err(|e| IpvsError::Companion(crate::nftables::refused(&plan, e)))?;
+    crate::companion::delete(companion::TABLE).await.map_err(IpvsError::Companion)?;
     Ok(cleaned)
 }

@@ -9,6 +9,7 @@
 //! the node's sysctls; [`apply_conntrack_settings`] applies `conntrack.*`
 //! through it at start.
 
+mod companion;
 mod conntrack;
 mod conntrack_settings;
 mod dataplane;

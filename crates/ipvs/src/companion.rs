@@ -379,25 +379,12 @@ pub fn ops(old: Option<&Table>, new: &Table) -> Vec<Op> {
 
 /// Deletes the table if present and creates it with everything in `new`.
 fn replace(new: &Table) -> Vec<Op> {
-    let mut ops = vec![Op::AddTable, Op::DeleteTable, Op::AddTable];
-    ops.extend(new.sets.values().cloned().map(Op::AddSet));
-    ops.extend(new.chains.values().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
-    for chain in new.chains.values() {
-        ops.extend(chain.rules.iter().map(|rule| Op::AddRule { chain: chain.name.clone(), rule: rule.clone() }));
-    }
-    for (set, elements) in &new.elements {
-        let elements: Vec<Element> =
-            elements.iter().map(|(k, d)| Element { key: k.clone(), data: d.clone() }).collect();
-        if !elements.is_empty() {
-            ops.push(Op::AddElements { set: set.clone(), elements });
-        }
-    }
-    ops
+    new.replace_ops()
 }
 
 /// Deletes the table of each family (missing tables are fine).
 pub fn delete() -> Vec<Op> {
-    vec![Op::AddTable, Op::DeleteTable]
+    Table::delete_ops()
 }
 
 #[cfg(test)]

@@ -99,4 +99,30 @@ impl Table {
     pub fn lookup(&self, set: &str, key: &[Atom]) -> Option<&Option<Data>> {
         self.elements.get(set).and_then(|e| e.get(key))
     }
+
+    /// One transaction that deletes the table if present and creates it
+    /// with everything in `self`: how the small companion tables of the
+    /// IPVS and ebpf modes are rewritten.
+    pub fn replace_ops(&self) -> Vec<crate::Op> {
+        use crate::Op;
+        let mut ops = vec![Op::AddTable, Op::DeleteTable, Op::AddTable];
+        ops.extend(self.sets.values().cloned().map(Op::AddSet));
+        ops.extend(self.chains.values().map(|c| Op::AddChain(Chain { rules: Vec::new(), ..c.clone() })));
+        for chain in self.chains.values() {
+            ops.extend(chain.rules.iter().map(|rule| Op::AddRule { chain: chain.name.clone(), rule: rule.clone() }));
+        }
+        for (set, elements) in &self.elements {
+            let elements: Vec<Element> =
+                elements.iter().map(|(k, d)| Element { key: k.clone(), data: d.clone() }).collect();
+            if !elements.is_empty() {
+                ops.push(Op::AddElements { set: set.clone(), elements });
+            }
+        }
+        ops
+    }
+
+    /// Deletes the table (a missing table is fine: it is added first).
+    pub fn delete_ops() -> Vec<crate::Op> {
+        vec![crate::Op::AddTable, crate::Op::DeleteTable]
+    }
 }

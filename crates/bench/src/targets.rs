@@ -133,7 +133,29 @@ pub fn targets(r: &Results) -> Vec<Target> {
         out.push(time_target(name, wall, limit, "see Notes"));
     }
     out.extend(userspace(r));
+    out.push(ebpf_change(r));
     out
+}
+
+/// Issue 17: the ebpf mode's one-service change at 10k services under
+/// 1 ms (the nftables mode's, same run, in the measured column).
+pub const EBPF_CHANGE_TARGET: &str = "ebpf mode: one-service change at 10k < 1 ms";
+
+pub fn ebpf_change(r: &Results) -> Target {
+    let row = r.ebpf.as_ref().and_then(|e| e.sync.iter().find(|s| s.services == 10_000));
+    let missing = if r.quick { "--quick leaves it out" } else { "see the ebpf section" };
+    match row.and_then(|row| Some((row.ebpf_change?, row.nft_change))) {
+        Some((e, nft)) => {
+            let versus = nft.map_or(String::new(), |n| format!(" (nftables mode: {})", duration(n.median)));
+            let verdict = if e.median < 1e-3 {
+                at_most(e.median, 1e-3)
+            } else {
+                Verdict::Miss(format!("{:.1}x the target", e.median / 1e-3))
+            };
+            Target { name: EBPF_CHANGE_TARGET, measured: format!("{}{versus}", duration(e.median)), verdict }
+        }
+        None => Target { name: EBPF_CHANGE_TARGET, measured: "-".into(), verdict: Verdict::Unknown(missing.into()) },
+    }
 }
 
 /// kproxy's userspace mode against HAProxy, same run: throughput at least

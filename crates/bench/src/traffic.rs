@@ -117,6 +117,13 @@ pub struct Load {
     pub server_cpu_s: f64,
     /// The whole machine's softirq time meanwhile (`/proc/stat`).
     pub softirq_s: f64,
+    /// SYNs the client retransmitted meanwhile (its namespace's
+    /// `TcpExt: TCPSynRetrans`): connects that waited for a timeout.
+    #[serde(default)]
+    pub syn_retransmits: u64,
+    /// Packets node-a's conntrack found invalid meanwhile (`conntrack -S`).
+    #[serde(default)]
+    pub conntrack_invalid: u64,
 }
 
 impl Load {
@@ -339,7 +346,10 @@ fn measure(params: &Params, node: &Node, cgroup: &Cgroup) -> anyhow::Result<[Rou
                 close,
             };
             let pid = node.server.0.pid();
-            loads[which][c] = place.try_enter(|| load_with_cpu(params, &script, targets[which], load, pid))??;
+            let invalid = conntrack_invalid(&node.topo.node.ns)?;
+            let mut measured = place.try_enter(|| load_with_cpu(params, &script, targets[which], load, pid))??;
+            measured.conntrack_invalid = conntrack_invalid(&node.topo.node.ns)?.saturating_sub(invalid);
+            loads[which][c] = measured;
         }
     }
     let [first_service, first_direct] = first;
@@ -439,10 +449,10 @@ fn load_with_cpu(
         let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
         Ok(secs(usage.user_time()) + secs(usage.system_time()))
     };
-    let (client0, server0, softirq0) = (children()?, run_time(pid)?, softirq()?);
+    let (client0, server0, softirq0, syn0) = (children()?, run_time(pid)?, softirq()?, syn_retransmits()?);
     let url = format!("http://{target}/");
     let r = wrk::run(&params.wrk, script, &url, load)?;
-    let (client1, server1, softirq1) = (children()?, run_time(pid)?, softirq()?);
+    let (client1, server1, softirq1, syn1) = (children()?, run_time(pid)?, softirq()?, syn_retransmits()?);
     Ok(Load {
         rps: r.rps(),
         requests: r.requests,
@@ -452,7 +462,25 @@ fn load_with_cpu(
         client_cpu_s: client1 - client0,
         server_cpu_s: server1 - server0,
         softirq_s: softirq1 - softirq0,
+        syn_retransmits: syn1.saturating_sub(syn0),
+        conntrack_invalid: 0,
     })
+}
+
+/// `TcpExt: TCPSynRetrans` of this thread's network namespace.
+fn syn_retransmits() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/netstat").context("reading netstat")?;
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next().context("no TcpExt names")?, lines.next().context("no TcpExt values")?);
+    let at = names.split_whitespace().position(|n| n == "TCPSynRetrans").context("no TCPSynRetrans")?;
+    values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).context("a TCPSynRetrans value")
+}
+
+/// The `invalid=` counters of `conntrack -S` in `ns`, summed over CPUs.
+fn conntrack_invalid(ns: &Netns) -> anyhow::Result<u64> {
+    let out = ns.exec("conntrack", &["-S"]).with_context(|| format!("conntrack -S in {}", ns.name()))?;
+    let values = out.split_whitespace().filter_map(|f| f.strip_prefix("invalid=")).map(str::parse::<u64>);
+    Ok(values.collect::<Result<Vec<_>, _>>()?.iter().sum())
 }
 
 /// Seconds on CPU of every thread of `pid` (`/proc/PID/task/*/schedstat`).

@@ -161,6 +161,25 @@ fn traffic(out: &mut String, e: &EbpfSection) {
         );
     }
     ratios(out, &e.rounds);
+    stalls(out, &e.rounds);
+}
+
+/// SYN retransmits and conntrack's invalid packets during the short-connection loads.
+fn stalls(out: &mut String, rounds: &[Round]) {
+    let cells: Vec<String> = Route::ALL
+        .iter()
+        .map(|&route| {
+            let runs = rounds.iter().filter_map(|r| r.of(route));
+            let (syn, invalid, requests) = runs.fold((0, 0, 0), |(s, i, q), r| {
+                (s + r.close.syn_retransmits, i + r.close.conntrack_invalid, q + r.close.requests)
+            });
+            format!(
+                "{}: {syn} SYN retransmits, {invalid} invalid in node-a's conntrack, {requests} requests",
+                route.name()
+            )
+        })
+        .collect();
+    let _ = writeln!(out, "\nDuring the short-connection loads, all rounds: {}.", cells.join("; "));
 }
 
 /// ebpf against nftables and against the pod IP on its own node, per round.

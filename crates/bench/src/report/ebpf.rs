@@ -180,6 +180,26 @@ fn stalls(out: &mut String, rounds: &[Round]) {
         })
         .collect();
     let _ = writeln!(out, "\nDuring the short-connection loads, all rounds: {}.", cells.join("; "));
+    let held: Vec<&str> = Route::ALL
+        .iter()
+        .filter(|&&route| {
+            let (syn, requests) = rounds
+                .iter()
+                .filter_map(|r| r.of(route))
+                .fold((0, 0), |(s, q), r| (s + r.close.syn_retransmits, q + r.close.requests));
+            syn * 100 > requests.max(1)
+        })
+        .map(|route| route.name())
+        .collect();
+    if !held.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nOver 1 % of the short connections of {} retransmitted their SYN: their requests/s is held back by \
+             connects waiting for the 1 s retransmission timeout (wrk's connections sit idle), not by the cost of \
+             a request; CPU per request is the fairer comparison there.",
+            held.join(" and ")
+        );
+    }
 }
 
 /// ebpf against nftables and against the pod IP on its own node, per round.

@@ -270,7 +270,7 @@ pub fn splice_ebpf(old: &str, r: &Results) -> String {
             format!("{}{section}\n{}", &old[..start], &old[end..])
         }
         None => match old.find("\n## Notes") {
-            Some(at) => format!("{}\n{section}{}", &old[..at + 1], &old[at..]),
+            Some(at) => format!("{}{section}\n{}", &old[..at + 1], &old[at + 1..]),
             None => format!("{old}\n{section}"),
         },
     };

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::iptables::{IptablesBackend, PayloadShape};
 use crate::process::RunMode;
 use crate::workload::Spec;
-use crate::{floor, iptables, kube, latency, pacing, process, sync, userspace};
+use crate::{ebpf, floor, iptables, kube, latency, pacing, process, sync, userspace};
 
 /// Set by the harness to the `dev:inode` of its own network namespace.
 pub const HOST_NETNS_ENV: &str = "KPROXY_BENCH_HOST_NETNS";
@@ -40,6 +40,14 @@ pub enum Job {
     Text { services: usize, endpoints: usize, changes: usize },
     /// The same workload in upstream kube-proxy's layout, with `nft -f`.
     Upstream { services: usize, endpoints: usize, changes: usize },
+    /// The same through `kproxy_dataplane::Ebpf`, on a bpffs and a cgroup
+    /// the worker creates and removes.
+    EbpfSync { services: usize, endpoints: usize, changes: usize },
+    /// One sync of the ebpf mode (first and last service to `pod`), left
+    /// attached to `cgroup` and pinned under `pin_dir` (the harness's).
+    EbpfProgram { services: usize, endpoints: usize, pod: Ipv4Addr, cgroup: PathBuf, pin_dir: PathBuf },
+    /// An HTTP server on `addr` until stdin closes (the traffic runs' backend).
+    Serve { addr: std::net::SocketAddr, threads: usize },
     /// The same through `kproxy_dataplane::Iptables` on one backend.
     Iptables { backend: IptablesBackend, services: usize, endpoints: usize, changes: usize },
     /// A real runner fed `rate` endpoint changes per second.
@@ -78,6 +86,9 @@ impl Job {
             }
             Job::Text { services, .. } => format!("nft -f kproxy text, {services} services"),
             Job::Upstream { services, .. } => format!("nft -f upstream layout, {services} services"),
+            Job::EbpfSync { services, .. } => format!("ebpf dataplane {services} services"),
+            Job::EbpfProgram { services, .. } => format!("ebpf program {services} services"),
+            Job::Serve { addr, .. } => format!("server on {addr}"),
             Job::Iptables { backend, services, .. } => format!("iptables ({}), {services} services", backend.as_str()),
             Job::Latency { services, rate, .. } => format!("latency, {services} services, {rate} changes/s"),
             Job::Pacing { params: p, .. } => {
@@ -181,6 +192,8 @@ pub enum Outcome {
     Process(ProcessStats),
     Floor(Floor),
     Userspace(userspace::UserspaceRun),
+    /// A server that ran until told to stop.
+    Served,
 }
 
 /// `dev:inode` of this thread's network namespace.
@@ -205,6 +218,19 @@ pub fn work(job: &str) -> anyhow::Result<()> {
         }
         Job::Upstream { services, endpoints, changes } => {
             Outcome::Sync(runtime.block_on(sync::upstream(Spec::new(services, endpoints), changes))?)
+        }
+        Job::EbpfSync { services, endpoints, changes } => {
+            Outcome::Sync(runtime.block_on(ebpf::sync(Spec::new(services, endpoints), changes))?)
+        }
+        Job::EbpfProgram { services, endpoints, pod, cgroup, pin_dir } => {
+            let spec = Spec { services, endpoints, pod: Some(pod) };
+            Outcome::Sync(runtime.block_on(ebpf::program(spec, &cgroup, &pin_dir))?)
+        }
+        Job::Serve { addr, threads } => {
+            let _backends = crate::backend::Backends::start(&[addr], threads)?;
+            // Until the harness closes our stdin (or ends).
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            Outcome::Served
         }
         Job::Iptables { backend, services, endpoints, changes } => {
             Outcome::Sync(runtime.block_on(iptables::measure(Spec::new(services, endpoints), backend, changes))?)

@@ -16,6 +16,8 @@
 //! Not shipped; run it through `scripts/bench`.
 
 mod backend;
+mod ebpf;
+mod ebpf_scenarios;
 mod floor;
 mod harness;
 mod iptables;
@@ -38,6 +40,7 @@ mod stats;
 mod svg;
 mod sync;
 mod targets;
+mod traffic;
 mod upstream;
 mod userspace;
 mod workload;
@@ -143,6 +146,9 @@ enum Part {
     Iptables,
     /// Changes shortly after one another: the runner's pacing.
     Pacing,
+    /// The ebpf mode next to the nftables mode and the pod IP: syncs at
+    /// 10k and 100k, and traffic through a cluster IP.
+    Ebpf,
 }
 
 fn main() -> ExitCode {
@@ -236,6 +242,9 @@ fn run(
         results.notes.push("--quick: 10k services at most, 3 runs each, upstream's layout at 1k only.".into());
     }
     scenarios::collect(&harness, &plan, &kproxy, &workdir, &mut results);
+    if !quick {
+        results.ebpf = Some(ebpf_scenarios::collect(&harness, plan.endpoints, tools.wrk.clone(), &results.source));
+    }
     results.duration_s = started.elapsed().as_secs_f64();
     write_outputs(&results, &outputs.out, &outputs.plot, &outputs.json)?;
     print_summary(&results);
@@ -254,9 +263,11 @@ fn run_only(
     outputs: &Outputs,
 ) -> anyhow::Result<ExitCode> {
     let (kproxy, workdir) = prepare(kproxy, workdir)?;
+    let mut fresh = false;
     let mut results = match std::fs::read_to_string(&outputs.json) {
         Ok(text) => serde_json::from_str(&text).with_context(|| format!("parsing {}", outputs.json.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fresh = true;
             eprintln!("==> no {}: the report will have only the {part:?} section", outputs.json.display());
             Results { machine: machine::Machine::read(), started: now(), source: source.clone(), ..Results::default() }
         }
@@ -280,10 +291,39 @@ fn run_only(
             results.notes.extend(notes);
         }
         Part::Pacing => results.pacing = Some(scenarios::pacing(&harness, &source)),
+        Part::Ebpf => {
+            let endpoints = scenarios::Plan::new(false).endpoints;
+            results.ebpf = Some(ebpf_scenarios::collect(&harness, endpoints, tools.wrk.clone(), &source));
+        }
+    }
+    if fresh && part == Part::Ebpf && outputs.out.exists() {
+        // No JSON of the last run to rebuild the other sections from: keep
+        // them as the report has them, replacing only this section, its
+        // target row and the static tail (how to run, method).
+        splice_ebpf(&results, &outputs.out, &outputs.json)?;
+        print_summary(&results);
+        return Ok(ExitCode::SUCCESS);
     }
     write_outputs(&results, &outputs.out, &outputs.plot, &outputs.json)?;
     print_summary(&results);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Rewrites only the ebpf parts of the report at `out`; the section's
+/// numbers go to `ebpf.json` beside `json` (not to `json`, which would
+/// then hold only this section).
+fn splice_ebpf(results: &Results, out: &Path, json: &Path) -> anyhow::Result<()> {
+    let old = std::fs::read_to_string(out).with_context(|| format!("reading {}", out.display()))?;
+    let new = report::splice_ebpf(&old, results);
+    std::fs::write(out, new).with_context(|| format!("writing {}", out.display()))?;
+    let side = json.with_file_name("ebpf.json");
+    if let Some(dir) = side.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&side, serde_json::to_string_pretty(&results.ebpf)?)
+        .with_context(|| format!("writing {}", side.display()))?;
+    eprintln!("==> rewrote the ebpf section of {} (numbers in {})", out.display(), side.display());
+    Ok(())
 }
 
 fn report_again(json: &Path, out: &Path, plot: &Path) -> anyhow::Result<ExitCode> {

@@ -11,6 +11,7 @@ scripts/bench --quick           # at most 10k services, 3 runs each, under 3 min
 scripts/bench --only userspace  # only the HAProxy comparison (about 4 minutes); keeps the rest
 scripts/bench --only iptables   # only the iptables mode, both backends, 1k and 10k (a few minutes); keeps the rest
 scripts/bench --only pacing     # only the sync pacing rounds (about 2 minutes); keeps the rest
+scripts/bench --only ebpf       # only the ebpf mode against nftables and the pod IP (about 5 minutes); keeps the rest
 ```
 
 `--quick` exits non-zero when the median cold sync at 10k services exceeds 5 s or the median one-service
@@ -19,8 +20,10 @@ change at 10k exceeds 100 ms. The raw numbers of the last run are in `target/ben
 `--only userspace` measures kproxy's userspace mode against HAProxy alone and rewrites this file from
 `target/bench/results.json`, replacing that section and the targets it feeds; every other section stays as the
 last full run measured it; `--only iptables` does the same for the iptables mode, `--only pacing` for the
-sync pacing. `--quick` leaves out the iptables mode (it needs `iptables-legacy-restore` and
-`iptables-nft-restore`) and the sync pacing. The full run (not `--quick`) installs `haproxy` and `wrk` with apt when missing.
+sync pacing, `--only ebpf` for the ebpf section (without `target/bench/results.json` it rewrites only that
+section, its target row and this tail in the existing file, and writes its numbers to `target/bench/ebpf.json`).
+`--quick` leaves out the ebpf section (it loads the programs at 100k services), the iptables mode (it needs
+`iptables-legacy-restore` and `iptables-nft-restore`) and the sync pacing. The full run (not `--quick`) installs `haproxy` and `wrk` with apt when missing (`--only ebpf`: `wrk`).
 
 ## Method
 

@@ -10,7 +10,9 @@ use crate::results::{LoadResult, Results, UserspaceResult};
 use crate::stats::{Summary, ratio};
 use crate::targets::{Verdict, targets};
 
+mod ebpf;
 mod memory;
+pub use ebpf::splice_ebpf;
 use memory::memory;
 
 /// `1.23 s`, `12.3 ms`, `456 µs`.
@@ -93,6 +95,7 @@ pub fn markdown(r: &Results, plot: &str) -> String {
     pacing(&mut out, r);
     packets(&mut out, r);
     userspace(&mut out, r);
+    ebpf::ebpf(&mut out, r);
     notes(&mut out, r);
     out.push_str(crate::method::METHOD);
     out

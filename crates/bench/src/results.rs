@@ -48,6 +48,9 @@ pub struct Results {
     /// Changes shortly after one another (full runs and `--only pacing`).
     #[serde(default)]
     pub pacing: Option<PacingSection>,
+    /// The ebpf mode against the nftables mode (full runs and `--only ebpf`).
+    #[serde(default)]
+    pub ebpf: Option<EbpfSection>,
     /// What was skipped or failed, in words.
     pub notes: Vec<String>,
 }
@@ -337,4 +340,40 @@ pub struct IdleConnectionsResult {
     pub fds_added: Option<Summary>,
     /// Connections the backends saw open meanwhile.
     pub backend_open: Option<Summary>,
+}
+
+/// The ebpf mode next to the nftables mode (full runs and `--only ebpf`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EbpfSection {
+    pub started: String,
+    pub source: String,
+    pub duration_s: f64,
+    pub changes_per_run: usize,
+    /// Cold syncs and one-service changes, both modes, by size.
+    pub sync: Vec<EbpfSyncRow>,
+    /// The traffic runs' settings (`None`: not measured).
+    pub traffic: Option<crate::traffic::Params>,
+    /// wrk's version line.
+    pub wrk: String,
+    pub rounds: Vec<crate::traffic::Round>,
+    pub notes: Vec<String>,
+}
+
+/// Both modes at one size, measured in the same run (alternating runs).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EbpfSyncRow {
+    pub services: usize,
+    /// Through `Ebpf`: programs loaded and attached, maps written.
+    pub ebpf_cold: Option<Summary>,
+    pub ebpf_change: Option<Summary>,
+    /// The planner alone on the same full state and on each change.
+    pub ebpf_cold_plan: Option<Summary>,
+    pub ebpf_change_plan: Option<Summary>,
+    /// Map operations of the cold sync.
+    pub ebpf_cold_ops: Option<usize>,
+    /// Through `Nftables`, without the UDP conntrack cleanup (the ebpf
+    /// mode's sync does none).
+    pub nft_cold: Option<Summary>,
+    pub nft_change: Option<Summary>,
+    pub detail: Vec<String>,
 }

@@ -133,7 +133,29 @@ pub fn targets(r: &Results) -> Vec<Target> {
         out.push(time_target(name, wall, limit, "see Notes"));
     }
     out.extend(userspace(r));
+    out.push(ebpf_change(r));
     out
+}
+
+/// Issue 17: the ebpf mode's one-service change at 10k services under
+/// 1 ms (the nftables mode's, same run, in the measured column).
+pub const EBPF_CHANGE_TARGET: &str = "ebpf mode: one-service change at 10k < 1 ms";
+
+pub fn ebpf_change(r: &Results) -> Target {
+    let row = r.ebpf.as_ref().and_then(|e| e.sync.iter().find(|s| s.services == 10_000));
+    let missing = if r.quick { "--quick leaves it out" } else { "see the ebpf section" };
+    match row.and_then(|row| Some((row.ebpf_change?, row.nft_change))) {
+        Some((e, nft)) => {
+            let versus = nft.map_or(String::new(), |n| format!(" (nftables mode: {})", duration(n.median)));
+            let verdict = if e.median < 1e-3 {
+                at_most(e.median, 1e-3)
+            } else {
+                Verdict::Miss(format!("{:.1}x the target", e.median / 1e-3))
+            };
+            Target { name: EBPF_CHANGE_TARGET, measured: format!("{}{versus}", duration(e.median)), verdict }
+        }
+        None => Target { name: EBPF_CHANGE_TARGET, measured: "-".into(), verdict: Verdict::Unknown(missing.into()) },
+    }
 }
 
 /// kproxy's userspace mode against HAProxy, same run: throughput at least
@@ -224,7 +246,7 @@ mod tests {
         let t = targets(&r);
         assert!(matches!(t[0].verdict, Verdict::Pass(_)), "{t:?}");
         assert_eq!(t[1].verdict, Verdict::Unknown("--quick stops at 10k".into()));
-        assert_eq!(t.len(), 20);
+        assert_eq!(t.len(), 21);
         let named = |prefix: &str| &t.iter().find(|t| t.name.starts_with(prefix)).expect(prefix).verdict;
         assert_eq!(named("iptables mode (nft)"), &Verdict::Unknown("--quick leaves it out".into()));
         assert_eq!(named("userspace keep-alive requests/s"), &Verdict::Unknown("--quick leaves it out".into()));
@@ -259,8 +281,7 @@ mod tests {
         };
         let r = Results { userspace: Some(u), ..Results::default() };
         let t = targets(&r);
-        let first = t.iter().position(|t| t.name.starts_with("userspace")).expect("userspace targets");
-        let t = &t[first..];
+        let t: Vec<&Target> = t.iter().filter(|t| t.name.starts_with("userspace")).collect();
         let verdicts: Vec<&Verdict> = t.iter().map(|t| &t.verdict).collect();
         assert_eq!(
             verdicts,
@@ -275,6 +296,29 @@ mod tests {
         assert_eq!(t[0].measured, "110 vs 100 requests/s (1.10x)");
         assert_eq!(t[4].measured, "18.00 vs 3.00 KiB (6.00x)");
         let none = targets(&Results::default());
-        assert_eq!(none.last().unwrap().verdict, Verdict::Unknown("see the userspace section".into()));
+        let last_userspace = none.iter().rev().find(|t| t.name.starts_with("userspace")).unwrap();
+        assert_eq!(last_userspace.verdict, Verdict::Unknown("see the userspace section".into()));
+    }
+
+    #[test]
+    fn the_ebpf_change_target_passes_under_1_ms_and_names_the_nftables_change() {
+        use crate::results::{EbpfSection, EbpfSyncRow};
+        let run = |ebpf: f64| Results {
+            ebpf: Some(EbpfSection {
+                sync: vec![EbpfSyncRow {
+                    services: 10_000,
+                    ebpf_change: Summary::of(&[ebpf]),
+                    nft_change: Summary::of(&[0.016]),
+                    ..EbpfSyncRow::default()
+                }],
+                ..EbpfSection::default()
+            }),
+            ..Results::default()
+        };
+        let pass = ebpf_change(&run(0.0005));
+        assert_eq!(pass.measured, "500 µs (nftables mode: 16.0 ms)");
+        assert_eq!(pass.verdict, Verdict::Pass("50 % under".into()));
+        assert_eq!(ebpf_change(&run(0.002)).verdict, Verdict::Miss("2.0x the target".into()));
+        assert_eq!(ebpf_change(&Results::default()).verdict, Verdict::Unknown("see the ebpf section".into()));
     }
 }

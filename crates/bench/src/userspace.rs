@@ -422,7 +422,7 @@ fn paired(runs: &[UserspaceRun], f: impl Fn(&UserspaceRun, Proxy) -> Option<f64>
 }
 
 /// `name` as a path: as given when it has a slash, else found on `PATH`.
-fn resolve(name: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve(name: &Path) -> anyhow::Result<PathBuf> {
     if name.components().count() > 1 {
         anyhow::ensure!(name.exists(), "{} is missing", name.display());
         return Ok(std::fs::canonicalize(name)?);
@@ -435,7 +435,7 @@ fn resolve(name: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// The first line `binary flag` prints (wrk prints its version and exits 1).
-fn version(binary: &Path, flag: &str) -> String {
+pub(crate) fn version(binary: &Path, flag: &str) -> String {
     let out = std::process::Command::new(binary).arg(flag).output();
     let text = out.map(|o| [o.stdout, o.stderr].concat()).unwrap_or_default();
     let text = String::from_utf8_lossy(&text);

@@ -33,7 +33,7 @@ pub fn run(ns: &Netns, cgroup: Option<&TestCgroup>, task: &str) -> Outcome {
         std::fs::OpenOptions::new().write(true).open(c.path().join("cgroup.procs")).expect("open cgroup.procs")
     });
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
-    command.args(["--exact", "tests::child::child_entry", "--ignored", "--nocapture", "--test-threads=1"]);
+    command.args(["--exact", "tests::child::child_entry", "--nocapture", "--test-threads=1"]);
     command.env("KP_BPF_CHILD", task);
     let (netns_fd, procs_fd) = (netns.as_raw_fd(), procs.as_ref().map(|f| f.as_raw_fd()));
     // SAFETY: between fork and exec the hook only makes two syscalls
@@ -89,16 +89,32 @@ fn udp(to: SocketAddr) -> std::io::Result<(SocketAddr, String)> {
     Ok((from, String::from_utf8_lossy(&buf[..n]).into_owned()))
 }
 
-/// The child's side (ignored: it is a client process, not a test).
+/// The line a child prints for its result.
+fn result_line(result: std::io::Result<(SocketAddr, String)>) -> String {
+    match result {
+        Ok((peer, line)) => format!("KPRESULT {peer} {}", line.trim_end()),
+        Err(e) => format!("KPRESULT err {}", e.raw_os_error().unwrap_or(-1)),
+    }
+}
+
+/// The child's side when `KP_BPF_CHILD` names a task (the socket tests
+/// run this test binary again for it, in their cgroup and namespace);
+/// otherwise, as a test of its own, the lines a child prints read back as
+/// the outcomes they report.
 #[test]
-#[ignore = "the socket tests' client process; runs only as their child"]
 fn child_entry() {
-    let Ok(task) = std::env::var("KP_BPF_CHILD") else { return };
+    let Ok(task) = std::env::var("KP_BPF_CHILD") else {
+        let peer: SocketAddr = "10.96.0.10:80".parse().expect("literal");
+        let reply = result_line(Ok((peer, "hello from a\n".to_owned())));
+        let line = reply.split_once("KPRESULT ").expect("the marker").1;
+        assert_eq!(parse(line), Outcome::Reply { peer, line: "hello from a".to_owned() });
+        let refused = result_line(Err(std::io::Error::from_raw_os_error(libc::ECONNREFUSED)));
+        let line = refused.split_once("KPRESULT ").expect("the marker").1;
+        assert_eq!(parse(line), Outcome::Error(libc::ECONNREFUSED));
+        return;
+    };
     let (kind, to) = task.split_once(' ').expect("KIND ADDR");
     let to: SocketAddr = to.parse().expect("an address");
     let result = if kind == "tcp" { tcp(to) } else { udp(to) };
-    match result {
-        Ok((peer, line)) => println!("KPRESULT {peer} {}", line.trim_end()),
-        Err(e) => println!("KPRESULT err {}", e.raw_os_error().unwrap_or(-1)),
-    }
+    println!("{}", result_line(result));
 }

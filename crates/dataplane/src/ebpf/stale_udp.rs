@@ -9,14 +9,13 @@
 //! per family, so upstream's conntrack reconciler metrics mean the same
 //! in every mode.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
 use kproxy_bpf::Datapath;
 use kproxy_ebpf::maps::{Backend, addr16, ip_of};
-use std::collections::BTreeSet;
-
 use kproxy_model::{Changes, IpFamily, Protocol, ProxyState, StaleUdpEndpoint};
 
 use super::sockets::{self, PINNED_NETNS, SocketsError, Stale};

@@ -53,6 +53,11 @@ pub fn object() -> &'static [u8] {
 /// Where the embedded object came from: `"clang"` or `"committed"`.
 pub const OBJECT_SOURCE: &str = env!("KPROXY_BPF_OBJECT_SOURCE");
 
+/// Whether `path` is on a bpffs (false when it cannot be asked).
+pub fn is_bpffs(path: &std::path::Path) -> bool {
+    sys::is_bpffs(path).unwrap_or(false)
+}
+
 /// The calling thread's network namespace cookie (for
 /// [`Config::node_netns_cookie`](kproxy_ebpf::maps::Config)).
 pub fn netns_cookie() -> Result<u64, BpfError> {

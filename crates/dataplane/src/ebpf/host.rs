@@ -5,9 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// `statfs(2)`'s `f_type` of a bpffs.
-const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-
 /// The conventional bpffs mount point.
 const BPF_FS: &str = "/sys/fs/bpf";
 
@@ -84,9 +81,9 @@ pub fn ensure_pin_dir(pin_dir: &Path) -> Result<(), HostError> {
     std::fs::create_dir_all(pin_dir).map_err(|source| HostError::PinDir { path: pin_dir.display().to_string(), source })
 }
 
-/// Whether `path` is on a bpffs.
+/// Whether `path` is on a bpffs (the loader's check).
 pub fn is_bpffs(path: &Path) -> bool {
-    nix::sys::statfs::statfs(path).is_ok_and(|fs| fs.filesystem_type().0 == BPF_FS_MAGIC)
+    kproxy_bpf::is_bpffs(path)
 }
 
 #[cfg(test)]
